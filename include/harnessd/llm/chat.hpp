@@ -1,0 +1,58 @@
+// The model-facing view of a conversation: messages rebuilt from session
+// events, tool definitions, and what one model call returns.
+#pragma once
+
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace harnessd::llm {
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  ///< raw JSON text, as the model produced it
+};
+
+struct ChatMessage {
+  enum class Role { user, assistant, tool };
+  Role role = Role::user;
+  std::string text;
+  std::string reasoning;              ///< assistant only
+  std::vector<ToolCall> tool_calls;   ///< assistant only
+  std::string tool_call_id;           ///< tool only: the call this answers
+  bool is_error = false;              ///< tool only
+};
+
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  boost::json::object parameters;  ///< JSON Schema of the arguments
+};
+
+/// One model call: the whole conversation so far plus the tools on offer.
+struct ModelRequest {
+  std::string model;
+  std::optional<std::int64_t> max_tokens;
+  const std::vector<ChatMessage>* messages = nullptr;
+  std::vector<ToolSpec> tools;
+};
+
+enum class FinishReason {
+  stop,        ///< the answer is complete
+  tool_calls,  ///< run the requested tools, then call the model again
+  length,      ///< stopped at the token limit
+  error,       ///< the call failed; see ModelResult::error_*
+  cancelled,   ///< the turn was cancelled while the model streamed
+};
+
+struct ModelResult {
+  FinishReason finish = FinishReason::stop;
+  std::string error_message;
+  std::string error_code;  ///< optional machine-readable class, e.g. RATE_LIMIT
+};
+
+}  // namespace harnessd::llm

@@ -1,0 +1,52 @@
+// A model backend. A provider streams one model call as protocol chunk
+// objects (docs/protocol.md §6, assistant/chunk) and reports how it finished.
+#pragma once
+
+#include "harnessd/llm/cancel_scope.hpp"
+#include "harnessd/llm/chat.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace harnessd::llm {
+
+/// Receives every chunk of a model call, in order. Awaiting it is the
+/// provider's backpressure: the chunk has been logged and queued when it returns.
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  virtual boost::asio::awaitable<void> on_chunk(boost::json::object chunk) = 0;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string default_model() const = 0;
+
+  /// Runs one model call on the calling coroutine's executor (the session
+  /// strand). Must return promptly with FinishReason::cancelled once
+  /// `cancel` fires. Expected failures come back in ModelResult.
+  virtual boost::asio::awaitable<ModelResult> stream(const ModelRequest& request,
+                                                     ChunkSink& sink,
+                                                     CancelScope& cancel) = 0;
+};
+
+/// Providers by name. Filled at start-up, read-only afterwards.
+class ProviderRegistry {
+ public:
+  void add(std::shared_ptr<Provider> provider);
+  Provider* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, std::shared_ptr<Provider>, std::less<>> providers_;
+};
+
+}  // namespace harnessd::llm

@@ -1,0 +1,86 @@
+// One client connection: a reader that decodes frames and starts one
+// coroutine per request, and a writer that drains the Outbox. Everything of
+// the connection runs on its strand; turns run on their sessions' strands
+// and reach the client only through the Outbox.
+#pragma once
+
+#include "harnessd/rpc/codec.hpp"
+#include "harnessd/server/outbox.hpp"
+#include "harnessd/server/server_context.hpp"
+#include "harnessd/transport/frame_transport.hpp"
+#include "harnessd/util/wakeup.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/json/value.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace harnessd::harness {
+class Session;
+}
+namespace harnessd::llm {
+class Provider;
+}
+
+namespace harnessd::server {
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using Strand = boost::asio::strand<boost::asio::any_io_executor>;
+
+  /// `authenticated`: the transport already checked the client (WebSocket
+  /// upgrade), or no token is configured.
+  Connection(Strand strand, std::unique_ptr<transport::FrameTransport> transport,
+             ServerContext& context, bool authenticated);
+
+  /// Serves the connection until it ends. Run it on strand().
+  boost::asio::awaitable<void> run();
+
+  /// Thread-safe: cancels this connection's turns, stops reading, answers
+  /// what is in flight, then closes.
+  void stop();
+
+  const Strand& strand() const noexcept { return strand_; }
+
+ private:
+  boost::asio::awaitable<void> writer();
+  boost::asio::awaitable<void> handle(rpc::Request request);
+  boost::asio::awaitable<boost::json::value> call(const rpc::Request& request);
+  boost::json::value initialize(const boost::json::value& params);
+  boost::asio::awaitable<boost::json::value> prompt(const boost::json::value& params);
+  boost::asio::awaitable<boost::json::value> cancel(const boost::json::value& params);
+  boost::asio::awaitable<boost::json::value> shutdown();
+  boost::asio::awaitable<void> push(std::string frame);
+  void cancel_own_turns(const std::string& why);
+  void request_finished();
+
+  Strand strand_;
+  std::unique_ptr<transport::FrameTransport> transport_;
+  ServerContext& context_;
+  std::shared_ptr<Outbox> outbox_;
+  std::shared_ptr<util::Wakeup> progress_;  ///< a request finished or the writer ended
+  boost::asio::steady_timer write_deadline_;
+  std::string peer_;
+
+  // Strand-only state.
+  bool authenticated_;
+  bool initialized_ = false;
+  bool shutting_down_ = false;
+  bool stopping_ = false;
+  bool writer_done_ = false;
+  std::size_t inflight_ = 0;
+  std::size_t running_prompts_ = 0;
+  llm::Provider* provider_ = nullptr;
+  std::string model_;
+  std::optional<std::int64_t> max_tokens_;
+  std::optional<std::string> cwd_;
+  std::map<std::shared_ptr<harness::Session>, int> prompting_;
+};
+
+}  // namespace harnessd::server

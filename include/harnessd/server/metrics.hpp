@@ -1,0 +1,56 @@
+// Daemon-wide counters, lock-free, updated on hot paths and rendered by
+// /healthz and /metrics.
+#pragma once
+
+#include "harnessd/transport/frame_transport.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace harnessd::harness {
+struct TurnStats;
+}
+
+namespace harnessd::server {
+
+class Metrics {
+ public:
+  static constexpr std::array<std::string_view, 5> methods = {"initialize", "session/prompt",
+                                                              "session/cancel", "shutdown", "other"};
+  /// 0 is success; the rest are the protocol's error codes.
+  static constexpr std::array<int, 10> codes = {0,      -32700, -32600, -32601, -32602,
+                                                -32603, -32001, -32002, -32003, -32004};
+
+  Metrics() : started_(std::chrono::steady_clock::now()) {}
+
+  void connection_opened(transport::TransportKind kind);
+  void connection_closed(transport::TransportKind kind);
+  void request_answered(std::string_view method, int code);
+  void frames_written(std::size_t frames, std::size_t notifications, std::size_t bytes);
+  void bytes_read(std::size_t bytes) { bytes_in_.fetch_add(bytes, std::memory_order_relaxed); }
+
+  std::int64_t open_connections() const;
+  double uptime_seconds() const;
+  std::uint64_t writes() const { return writes_.load(std::memory_order_relaxed); }
+  std::uint64_t frames() const { return frames_.load(std::memory_order_relaxed); }
+
+  /// Prometheus text exposition format, version 0.0.4.
+  std::string render_prometheus(const harness::TurnStats& turns, std::size_t sessions) const;
+
+ private:
+  std::chrono::steady_clock::time_point started_;
+  std::array<std::atomic<std::int64_t>, 3> open_{};
+  std::array<std::atomic<std::uint64_t>, 3> accepted_{};
+  std::array<std::array<std::atomic<std::uint64_t>, codes.size()>, methods.size()> requests_{};
+  std::atomic<std::uint64_t> notifications_{0};
+  std::atomic<std::uint64_t> frames_{0};
+  std::atomic<std::uint64_t> writes_{0};
+  std::atomic<std::uint64_t> bytes_in_{0};
+  std::atomic<std::uint64_t> bytes_out_{0};
+};
+
+}  // namespace harnessd::server

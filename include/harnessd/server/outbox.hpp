@@ -1,0 +1,54 @@
+// The ordered, bounded queue of outgoing frames of one connection. Turns on
+// any strand push into it; one writer coroutine drains it in batches, so
+// frames leave in push order and many frames share one write.
+#pragma once
+
+#include "harnessd/util/wakeup.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace harnessd::server {
+
+/// Thread-safe except where noted.
+class Outbox {
+ public:
+  Outbox(boost::asio::any_io_executor writer_executor, std::size_t max_bytes);
+
+  /// Queues a frame, waiting while more than max_bytes are queued (the
+  /// pusher's backpressure). Returns false, dropping the frame, once the
+  /// outbox is closed or aborted.
+  boost::asio::awaitable<bool> push(std::string frame);
+
+  /// Writer executor only. Waits for frames and moves all queued ones into
+  /// `batch`. Returns false when the outbox is closed and drained.
+  boost::asio::awaitable<bool> take(std::vector<std::string>& batch);
+
+  /// No more pushes; frames already queued are still taken (graceful end).
+  void close();
+  /// No more pushes and queued frames are dropped (the peer is gone).
+  void abort();
+
+  std::size_t queued_bytes() const;
+
+ private:
+  void wake_all_locked();
+
+  mutable std::mutex mutex_;
+  std::deque<std::string> frames_;
+  std::size_t bytes_ = 0;
+  const std::size_t max_bytes_;
+  bool closed_ = false;
+  bool writer_waiting_ = false;
+  std::shared_ptr<util::Wakeup> writer_wakeup_;
+  std::vector<std::shared_ptr<util::Wakeup>> space_waiters_;
+};
+
+}  // namespace harnessd::server

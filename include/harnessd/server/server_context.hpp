@@ -1,0 +1,42 @@
+// Everything a connection needs from the daemon, and the knobs that bound it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace harnessd::harness {
+class SessionRegistry;
+}
+namespace harnessd::llm {
+class ProviderRegistry;
+}
+
+namespace harnessd::server {
+
+class Metrics;
+
+struct ServerConfig {
+  std::size_t max_frame_bytes = 8 * 1024 * 1024;
+  std::size_t outbox_max_bytes = 4 * 1024 * 1024;
+  std::size_t max_inflight_requests = 1024;
+  std::chrono::milliseconds write_timeout{30'000};
+  std::string default_provider = "scripted";
+  std::optional<std::string> default_cwd;  ///< DSH_CWD, for sessions of clients that send none
+  std::optional<std::string> auth_token;   ///< required from network clients when set
+  std::vector<std::string> allowed_origins;
+  std::chrono::milliseconds ws_idle_timeout{60'000};
+  bool ws_deflate = false;
+  std::size_t ws_deflate_threshold = 1024;
+};
+
+struct ServerContext {
+  ServerConfig config;
+  harness::SessionRegistry& sessions;
+  llm::ProviderRegistry& providers;
+  Metrics& metrics;
+};
+
+}  // namespace harnessd::server

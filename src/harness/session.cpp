@@ -1,0 +1,163 @@
+#include "harnessd/harness/session.hpp"
+
+#include "detail/turn.hpp"
+#include "harnessd/harness/session_registry.hpp"
+#include "harnessd/harness/turn_status.hpp"
+
+#include <boost/json/serialize.hpp>
+
+#include <chrono>
+
+namespace harnessd::harness {
+namespace json = boost::json;
+using llm::ChatMessage;
+
+namespace {
+
+std::int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string_view string_field(const json::object& obj, std::string_view key) {
+  const json::value* v = obj.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+}
+
+std::int64_t int_field(const json::object& obj, std::string_view key, std::int64_t fallback) {
+  const json::value* v = obj.if_contains(key);
+  if (v == nullptr) return fallback;
+  if (v->is_int64()) return v->get_int64();
+  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
+  return fallback;
+}
+
+/// Concatenates the `text` of blocks of one type.
+std::string text_of(const json::value* blocks, std::string_view type) {
+  std::string out;
+  if (blocks == nullptr || !blocks->is_array()) return out;
+  for (const json::value& block : blocks->get_array()) {
+    if (!block.is_object()) continue;
+    const json::object& b = block.get_object();
+    if (string_field(b, "type") == type) out += string_field(b, "text");
+  }
+  return out;
+}
+
+}  // namespace
+
+Session::Session(Strand strand, std::string id, SessionRegistry& registry,
+                 std::optional<std::string> parent_id, int delegation_depth)
+    : strand_(std::move(strand)),
+      id_(std::move(id)),
+      registry_(registry),
+      parent_id_(std::move(parent_id)),
+      delegation_depth_(delegation_depth) {}
+
+boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSink& sink) {
+  if (busy_) {
+    registry_.stats().overlap_rejections.fetch_add(1, std::memory_order_relaxed);
+    co_return PromptOutcome{.busy = true};
+  }
+  busy_ = true;
+  llm::CancelScope scope;
+  struct Release {
+    Session& session;
+    ~Release() {
+      session.busy_ = false;
+      session.running_ = nullptr;
+      session.running_owner_ = nullptr;
+    }
+  } release{*this};
+  running_ = &scope;
+  running_owner_ = input.owner;
+  if (!log_) load(input.cwd);
+  co_return co_await detail::run_turn(*this, input, sink, scope);
+}
+
+bool Session::cancel(const std::string& why, const void* owner) {
+  if (running_ == nullptr || (owner != nullptr && owner != running_owner_)) return false;
+  running_->cancel(why);
+  return true;
+}
+
+void Session::load(const std::optional<std::string>& cwd) {
+  store::SessionHeader header;
+  header.id = id_;
+  header.created_at_ms = now_ms();
+  header.cwd = cwd;
+  header.parent_session = parent_id_;
+  header.delegation_depth = delegation_depth_;
+  auto log = registry_.store().open(header);
+
+  std::optional<std::int64_t> open_turn;  // a turn/start without its turn/end
+  for (json::object& event : log->take_loaded_events()) {
+    const std::string_view type = string_field(event, "type");
+    next_seq_ = static_cast<std::uint64_t>(int_field(event, "seq", -1) + 1);
+    const json::value* data = event.if_contains("data");
+    if (data == nullptr || !data->is_object()) continue;
+    const json::object& d = data->get_object();
+    if (type == "turn/start") {
+      open_turn = int_field(d, "turn", next_turn_);
+      next_turn_ = *open_turn + 1;
+    } else if (type == "turn/end") {
+      open_turn.reset();
+    }
+    apply_to_conversation(type, d);
+  }
+  log_ = std::move(log);
+  if (open_turn) {
+    // The daemon stopped inside this turn: close it so every turn has an end.
+    json::object data;
+    data["turn"] = *open_turn;
+    data["reason"] = turn_end::interrupted();
+    append_event("turn/end", std::move(data));
+    sync_log();
+  }
+}
+
+std::string Session::append_event(std::string_view type, json::object data) {
+  apply_to_conversation(type, data);
+  json::object event;
+  event.reserve(4);
+  event["type"] = type;
+  event["seq"] = next_seq_++;
+  event["time"] = now_ms();
+  event["data"] = std::move(data);
+  std::string serialized = json::serialize(event);
+  log_->append(serialized);
+  return serialized;
+}
+
+void Session::sync_log() { log_->sync(); }
+
+void Session::apply_to_conversation(std::string_view type, const json::object& data) {
+  if (type == "user/message") {
+    messages_.push_back(ChatMessage{.role = ChatMessage::Role::user,
+                                    .text = text_of(data.if_contains("content"), "text")});
+  } else if (type == "assistant/message") {
+    ChatMessage message{.role = ChatMessage::Role::assistant};
+    const json::value* content = data.if_contains("content");
+    message.text = text_of(content, "text");
+    message.reasoning = text_of(content, "reasoning");
+    if (content != nullptr && content->is_array()) {
+      for (const json::value& block : content->get_array()) {
+        if (!block.is_object() || string_field(block.get_object(), "type") != "tool-call") continue;
+        const json::object& b = block.get_object();
+        message.tool_calls.push_back({std::string(string_field(b, "id")),
+                                      std::string(string_field(b, "name")),
+                                      std::string(string_field(b, "arguments"))});
+      }
+    }
+    messages_.push_back(std::move(message));
+  } else if (type == "tool/result") {
+    const json::value* is_error = data.if_contains("isError");
+    messages_.push_back(ChatMessage{.role = ChatMessage::Role::tool,
+                                    .text = text_of(data.if_contains("content"), "text"),
+                                    .tool_call_id = std::string(string_field(data, "callId")),
+                                    .is_error = is_error != nullptr && is_error->is_bool() &&
+                                                is_error->get_bool()});
+  }
+}
+
+}  // namespace harnessd::harness

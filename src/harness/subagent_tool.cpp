@@ -1,0 +1,68 @@
+// The subagent tool. A child session shares its parent's strand: the child
+// turn runs inside the parent's, so cancelling the parent reaches the child
+// synchronously and the whole tree is race-free by construction.
+#include "detail/turn.hpp"
+
+#include "harnessd/harness/session_registry.hpp"
+#include "harnessd/harness/turn_status.hpp"
+#include "harnessd/llm/provider.hpp"
+
+#include <boost/json/parse.hpp>
+
+namespace harnessd::harness::detail {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& call,
+                                          const PromptInput& parent_input, EventSink& sink,
+                                          llm::CancelScope& cancel) {
+  json::error_code ec;
+  json::value args = json::parse(call.arguments, ec);
+  const json::value* prompt = (!ec && args.is_object()) ? args.get_object().if_contains("prompt") : nullptr;
+  if (prompt == nullptr || !prompt->is_string() || prompt->get_string().empty()) {
+    co_return ToolOutcome{"subagent: arguments must be a JSON object with a non-empty string \"prompt\"", true};
+  }
+  const int max_depth = parent.registry().options().max_delegation_depth;
+  if (parent.delegation_depth() >= max_depth) {
+    co_return ToolOutcome{"subagent: delegation depth limit (" + std::to_string(max_depth) + ") reached", true};
+  }
+
+  std::shared_ptr<Session> child = parent.registry().create_child(parent);
+  co_await sink.on_subagent_started(parent.id(), child->id());
+
+  PromptInput input;
+  input.content = json::array{json::object{{"type", "text"}, {"text", prompt->get_string()}}};
+  input.provider = parent_input.provider;
+  input.model = parent_input.model;
+  input.max_tokens = parent_input.max_tokens;
+  input.cwd = parent_input.cwd;
+
+  PromptOutcome outcome;
+  if (cancel.cancelled()) {
+    outcome.reason = turn_end::aborted(cancel.reason());
+  } else {
+    llm::CancelScope::Hook forward(cancel, [child, &cancel] { child->cancel(cancel.reason()); });
+    outcome = co_await child->prompt(std::move(input), sink);
+  }
+
+  const std::string_view status =
+      status_for(outcome.reason, parent.registry().options().max_tokens_as_success);
+  json::object finished{{"provider", parent_input.provider->name()},
+                        {"agentId", child->id()},
+                        {"parentSessionId", parent.id()},
+                        {"childSessionId", child->id()},
+                        {"status", status == "ok" ? "ok" : "error"},
+                        {"stopReason", outcome.reason.at("kind")}};
+  if (outcome.final_text) finished["lastAssistantMessage"] = *outcome.final_text;
+  co_await sink.on_subagent_finished(std::move(finished));
+
+  if (status == "ok") co_return ToolOutcome{outcome.final_text.value_or(""), false};
+  std::string why(outcome.reason.at("kind").as_string());
+  if (const json::value* message = outcome.reason.if_contains("message"); message && message->is_string()) {
+    why += ": ";
+    why += message->get_string();
+  }
+  co_return ToolOutcome{"subagent did not finish (" + why + ")", true};
+}
+
+}  // namespace harnessd::harness::detail

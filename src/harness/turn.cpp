@@ -1,0 +1,258 @@
+#include "detail/turn.hpp"
+
+#include "harnessd/harness/session_registry.hpp"
+#include "harnessd/harness/turn_status.hpp"
+#include "harnessd/llm/provider.hpp"
+
+#include <chrono>
+#include <map>
+
+namespace harnessd::harness::detail {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+// Event types as named constants: GCC 12 cannot keep a string literal
+// temporary alive across co_await, so coroutines pass these instead.
+constexpr std::string_view turn_start = "turn/start";
+constexpr std::string_view user_message = "user/message";
+constexpr std::string_view step_start = "step/start";
+constexpr std::string_view step_end = "step/end";
+constexpr std::string_view assistant_chunk = "assistant/chunk";
+constexpr std::string_view assistant_message = "assistant/message";
+constexpr std::string_view tool_call = "tool/call";
+constexpr std::string_view tool_result = "tool/result";
+constexpr std::string_view turn_end_type = "turn/end";
+
+std::string_view string_field(const json::object& obj, std::string_view key) {
+  const json::value* v = obj.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+}
+
+/// One turn in progress. Also the ChunkSink of its model calls: each chunk
+/// becomes an assistant/chunk event and is folded into the step's message.
+class TurnRun final : public llm::ChunkSink {
+ public:
+  TurnRun(Session& session, PromptInput& input, EventSink& sink, llm::CancelScope& cancel)
+      : session_(session), input_(input), sink_(sink), cancel_(cancel),
+        turn_(session.allocate_turn()) {}
+
+  asio::awaitable<PromptOutcome> run() {
+    TurnStats& stats = session_.registry().stats();
+    stats.active.fetch_add(1, std::memory_order_relaxed);
+    stats.total.fetch_add(1, std::memory_order_relaxed);
+    const auto started = std::chrono::steady_clock::now();
+    struct Settle {
+      TurnStats& stats;
+      std::chrono::steady_clock::time_point started;
+      ~Settle() {
+        stats.active.fetch_sub(1, std::memory_order_relaxed);
+        stats.record_duration(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      }
+    } settle{stats, started};
+
+    co_await emit(turn_start, turn_start_data());
+    co_await emit(user_message, user_message_data());
+    json::object reason = co_await run_steps();
+    co_await emit(turn_end_type, turn_end_data(reason));
+    session_.sync_log();
+    co_return PromptOutcome{.busy = false, .reason = std::move(reason), .final_text = final_text_};
+  }
+
+  asio::awaitable<void> on_chunk(json::object chunk) override {
+    fold(chunk);
+    json::object data = step_data();
+    data["chunk"] = std::move(chunk);
+    co_await emit(assistant_chunk, std::move(data));
+  }
+
+ private:
+  struct Block {
+    std::string type;  // text | reasoning | tool-call
+    std::string text;
+    llm::ToolCall call;
+  };
+
+  asio::awaitable<void> emit(std::string_view type, json::object data) {
+    const std::string event = session_.append_event(type, std::move(data));
+    co_await sink_.on_event(session_.id(), event);
+  }
+
+  json::object aborted() const {
+    return turn_end::aborted(cancel_.reason().empty() ? "cancelled" : cancel_.reason());
+  }
+
+  asio::awaitable<json::object> run_steps() {
+    const int max_steps = session_.registry().options().max_steps_per_turn;
+    const int max_depth = session_.registry().options().max_delegation_depth;
+    for (step_ = 0; step_ < max_steps; ++step_) {
+      if (cancel_.cancelled()) co_return aborted();
+      blocks_.clear();
+      usage_.reset();
+      co_await emit(step_start, step_data());
+
+      llm::ModelRequest request;
+      request.model = input_.model;
+      request.max_tokens = input_.max_tokens;
+      request.messages = &session_.messages();
+      request.tools = tools_for_depth(session_.delegation_depth(), max_depth);
+      llm::ModelResult result;
+      try {
+        result = co_await input_.provider->stream(request, *this, cancel_);
+      } catch (const std::exception& e) {
+        result = llm::ModelResult{llm::FinishReason::error, e.what(), "PROVIDER"};
+      }
+
+      std::vector<llm::ToolCall> calls;
+      if (!blocks_.empty()) co_await emit(assistant_message, build_message(calls));
+      co_await emit(step_end, step_data());
+
+      if (cancel_.cancelled() || result.finish == llm::FinishReason::cancelled) co_return aborted();
+      switch (result.finish) {
+        case llm::FinishReason::error:
+          co_return turn_end::error(result.error_message, result.error_code);
+        case llm::FinishReason::length:
+          co_return turn_end::max_tokens();
+        case llm::FinishReason::stop:
+        case llm::FinishReason::cancelled:
+          co_return turn_end::completed();
+        case llm::FinishReason::tool_calls:
+          break;
+      }
+      if (calls.empty()) {
+        co_return turn_end::error("the model asked for tools but sent no tool call", "PROTOCOL");
+      }
+      for (const llm::ToolCall& call : calls) {
+        co_await run_tool(call);
+        if (cancel_.cancelled()) co_return aborted();
+      }
+    }
+    co_return turn_end::error("the turn exceeded " + std::to_string(max_steps) + " model steps",
+                              "MAX_STEPS");
+  }
+
+  asio::awaitable<void> run_tool(const llm::ToolCall& call) {
+    co_await emit(tool_call, tool_call_data(call));
+    ToolOutcome outcome;
+    if (call.name == "subagent") {
+      outcome = co_await run_subagent(session_, call, input_, sink_, cancel_);
+    } else {
+      outcome = ToolOutcome{"unknown tool: " + call.name, true};
+    }
+    co_await emit(tool_result, tool_result_data(call, outcome));
+  }
+
+  // Event payloads, built outside co_await expressions (see the constants).
+  json::object turn_start_data() const {
+    json::object trigger{{"kind", "message"}, {"source", json::object{{"kind", "user"}}}};
+    return json::object{{"turn", turn_}, {"trigger", std::move(trigger)}};
+  }
+  json::object user_message_data() const {
+    return json::object{{"content", input_.content}, {"source", json::object{{"kind", "user"}}}};
+  }
+  json::object step_data() const { return json::object{{"turn", turn_}, {"step", step_}}; }
+  json::object turn_end_data(const json::object& reason) const {
+    return json::object{{"turn", turn_}, {"reason", reason}};
+  }
+  json::object tool_call_data(const llm::ToolCall& call) const {
+    json::object data = step_data();
+    data["callId"] = call.id;
+    data["name"] = call.name;
+    data["arguments"] = call.arguments;
+    return data;
+  }
+  json::object tool_result_data(const llm::ToolCall& call, const ToolOutcome& outcome) const {
+    json::object data = step_data();
+    data["callId"] = call.id;
+    data["content"] = json::array{json::object{{"type", "text"}, {"text", outcome.text}}};
+    data["isError"] = outcome.is_error;
+    return data;
+  }
+
+  void fold(const json::object& chunk) {
+    const std::string_view type = string_field(chunk, "type");
+    if (type == "usage") {
+      if (const json::value* u = chunk.if_contains("usage"); u && u->is_object()) usage_ = u->get_object();
+      return;
+    }
+    const json::value* index_value = chunk.if_contains("index");
+    if (index_value == nullptr || !index_value->is_int64()) return;
+    Block& block = blocks_[static_cast<int>(index_value->get_int64())];
+    if (type == "block-start") {
+      block.type = string_field(chunk, "blockType");
+    } else if (type == "text-delta" || type == "reasoning-delta") {
+      if (block.type.empty()) block.type = type == "text-delta" ? "text" : "reasoning";
+      block.text += string_field(chunk, "text");
+    } else if (type == "tool-call-delta") {
+      block.type = "tool-call";
+      if (auto id = string_field(chunk, "id"); !id.empty()) block.call.id = id;
+      if (auto name = string_field(chunk, "name"); !name.empty()) block.call.name = name;
+      block.call.arguments += string_field(chunk, "argumentsDelta");
+    }
+  }
+
+  json::object build_message(std::vector<llm::ToolCall>& calls) {
+    json::array content;
+    std::string text;
+    for (auto& [index, block] : blocks_) {
+      if (block.type == "tool-call") {
+        if (block.call.id.empty()) block.call.id = "call_" + std::to_string(turn_) + "_" +
+                                                   std::to_string(step_) + "_" + std::to_string(index);
+        content.push_back(json::object{{"type", "tool-call"},
+                                       {"id", block.call.id},
+                                       {"name", block.call.name},
+                                       {"arguments", block.call.arguments}});
+        calls.push_back(block.call);
+      } else if (!block.type.empty()) {
+        if (block.type == "text") text += block.text;
+        content.push_back(json::object{{"type", block.type}, {"text", block.text}});
+      }
+    }
+    final_text_ = std::move(text);
+    json::object message{{"turn", turn_},
+                         {"step", step_},
+                         {"content", std::move(content)},
+                         {"provenance", json::object{{"provider", input_.provider->name()},
+                                                     {"model", input_.model}}}};
+    if (usage_) message["usage"] = *usage_;
+    return message;
+  }
+
+  Session& session_;
+  PromptInput& input_;
+  EventSink& sink_;
+  llm::CancelScope& cancel_;
+  const std::int64_t turn_;
+  int step_ = 0;
+  std::map<int, Block> blocks_;
+  std::optional<json::object> usage_;
+  std::optional<std::string> final_text_;
+};
+
+}  // namespace
+
+asio::awaitable<PromptOutcome> run_turn(Session& session, PromptInput& input, EventSink& sink,
+                                        llm::CancelScope& cancel) {
+  TurnRun turn(session, input, sink, cancel);
+  co_return co_await turn.run();
+}
+
+std::vector<llm::ToolSpec> tools_for_depth(int depth, int max_depth) {
+  std::vector<llm::ToolSpec> tools;
+  if (depth >= max_depth) return tools;
+  json::object properties{
+      {"description", json::object{{"type", "string"}, {"description", "A short title for the task"}}},
+      {"prompt", json::object{{"type", "string"}, {"description", "The full task for the subagent"}}}};
+  tools.push_back(llm::ToolSpec{
+      "subagent",
+      "Delegate a self-contained task to a subagent that works in its own session and "
+      "returns its final answer.",
+      json::object{{"type", "object"},
+                   {"properties", std::move(properties)},
+                   {"required", json::array{"description", "prompt"}}}});
+  return tools;
+}
+
+}  // namespace harnessd::harness::detail

@@ -1,0 +1,208 @@
+#include "harnessd/llm/scripted_provider.hpp"
+
+#include "harnessd/llm/chunks.hpp"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <charconv>
+#include <chrono>
+
+namespace harnessd::llm {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+// Generous limits that still keep one prompt from exhausting memory.
+constexpr std::int64_t max_chunk_count = 10'000'000;
+constexpr std::size_t max_chunk_bytes = 1 << 20;
+constexpr std::int64_t max_total_bytes = std::int64_t{256} << 20;
+constexpr std::int64_t max_delay_ms = 600'000;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+bool parse_int(std::string_view s, std::int64_t& out) {
+  s = trim(s);
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && end == s.data() + s.size();
+}
+
+Script invalid(std::string why) {
+  Script s;
+  s.action = Script::Action::invalid;
+  s.text = std::move(why);
+  return s;
+}
+
+}  // namespace
+
+Script parse_script(std::string_view user_text) {
+  Script script;
+  bool has_action = false;
+  std::string plain;
+  std::size_t pos = 0;
+  while (pos <= user_text.size()) {
+    std::size_t end = user_text.find('\n', pos);
+    if (end == std::string_view::npos) end = user_text.size();
+    const std::string_view raw = user_text.substr(pos, end - pos);
+    pos = end + 1;
+    const std::string_view line = trim(raw);
+    if (line.empty() || line.front() != '@') {
+      if (!plain.empty()) plain += '\n';
+      plain += raw;
+      continue;
+    }
+    const std::size_t space = line.find(' ');
+    const std::string_view name = line.substr(0, space);
+    const std::string_view arg = space == std::string_view::npos ? "" : trim(line.substr(space + 1));
+    if (name == "@delay") {
+      if (!parse_int(arg, script.delay_ms) || script.delay_ms < 0 || script.delay_ms > max_delay_ms) {
+        return invalid("@delay expects milliseconds between 0 and 600000");
+      }
+      continue;
+    }
+    if (has_action) continue;  // the first action directive wins
+    has_action = true;
+    if (name == "@reply") {
+      script.action = Script::Action::reply;
+      script.text = std::string(arg);
+    } else if (name == "@chunks") {
+      const std::size_t sep = arg.find(' ');
+      std::int64_t count = 0, bytes = 0;
+      if (sep == std::string_view::npos || !parse_int(arg.substr(0, sep), count) ||
+          !parse_int(arg.substr(sep + 1), bytes)) {
+        return invalid("@chunks expects two integers: N BYTES");
+      }
+      if (count < 1 || count > max_chunk_count || bytes < 1 ||
+          bytes > static_cast<std::int64_t>(max_chunk_bytes) || count * bytes > max_total_bytes) {
+        return invalid("@chunks N BYTES is out of range (1..10000000 chunks, 1..1048576 bytes, 256 MiB in all)");
+      }
+      script.action = Script::Action::chunks;
+      script.chunk_count = count;
+      script.chunk_bytes = static_cast<std::size_t>(bytes);
+    } else if (name == "@subagent") {
+      script.action = Script::Action::subagent;
+      script.text = std::string(arg);
+    } else if (name == "@error") {
+      script.action = Script::Action::error;
+      script.text = arg.empty() ? std::string("scripted error") : std::string(arg);
+    } else if (name == "@max-tokens") {
+      script.action = Script::Action::max_tokens;
+    } else {
+      return invalid("unknown directive " + std::string(name));
+    }
+  }
+  if (!has_action) script.text = "echo: " + plain;
+  return script;
+}
+
+std::string scripted_chunk_text(std::int64_t i, std::size_t bytes) {
+  return std::string(bytes, static_cast<char>('a' + i % 26));
+}
+
+namespace {
+
+/// Waits `ms` unless the turn is cancelled first; returns false if cancelled.
+asio::awaitable<bool> cancellable_delay(std::int64_t ms, CancelScope& cancel) {
+  if (cancel.cancelled()) co_return false;
+  if (ms <= 0) co_return true;
+  asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
+  CancelScope::Hook hook(cancel, [&timer] { timer.cancel(); });
+  boost::system::error_code ec;
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_return !cancel.cancelled();
+}
+
+const ChatMessage* last_with_role(const std::vector<ChatMessage>& messages, ChatMessage::Role role) {
+  for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
+    if (it->role == role) return &*it;
+  }
+  return nullptr;
+}
+
+asio::awaitable<ModelResult> stream_text(std::string_view text, std::int64_t delay_ms,
+                                         ChunkSink& sink, CancelScope& cancel,
+                                         std::string_view finish_reason) {
+  co_await sink.on_chunk(chunks::block_start(0, "text"));
+  if (const bool waited = co_await cancellable_delay(delay_ms, cancel); !waited) {
+      co_return ModelResult{FinishReason::cancelled};
+    }
+  co_await sink.on_chunk(chunks::text_delta(0, text));
+  co_await sink.on_chunk(chunks::block_end(0));
+  co_await sink.on_chunk(chunks::finish(finish_reason));
+  const FinishReason finish = finish_reason == "length" ? FinishReason::length : FinishReason::stop;
+  co_return ModelResult{finish};
+}
+
+}  // namespace
+
+asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& request, ChunkSink& sink,
+                                                      CancelScope& cancel) {
+  const auto& messages = *request.messages;
+  // After the subagent tool ran, the model's next step reports its answer.
+  if (!messages.empty() && messages.back().role == ChatMessage::Role::tool) {
+    {
+      ModelResult result = co_await stream_text("subagent said: " + messages.back().text, 0, sink, cancel, "stop");
+      co_return result;
+    }
+  }
+  const ChatMessage* user = last_with_role(messages, ChatMessage::Role::user);
+  const Script script = parse_script(user ? std::string_view(user->text) : std::string_view());
+
+  switch (script.action) {
+    case Script::Action::invalid:
+      co_return ModelResult{FinishReason::error, script.text, "INVALID_DIRECTIVE"};
+    case Script::Action::error:
+      if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel); !waited) {
+      co_return ModelResult{FinishReason::cancelled};
+    }
+      co_return ModelResult{FinishReason::error, script.text, "SCRIPTED"};
+    case Script::Action::max_tokens:
+      {
+      ModelResult result = co_await stream_text("partial", script.delay_ms, sink, cancel, "length");
+      co_return result;
+    }
+    case Script::Action::echo:
+    case Script::Action::reply:
+      {
+      ModelResult result = co_await stream_text(script.text, script.delay_ms, sink, cancel, "stop");
+      co_return result;
+    }
+    case Script::Action::subagent: {
+      json::object args;
+      args["description"] = "scripted subagent";
+      args["prompt"] = script.text;
+      co_await sink.on_chunk(chunks::block_start(0, "tool-call"));
+      if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel); !waited) {
+      co_return ModelResult{FinishReason::cancelled};
+    }
+      co_await sink.on_chunk(chunks::tool_call_delta(0, "call_0", "subagent", json::serialize(args)));
+      co_await sink.on_chunk(chunks::block_end(0));
+      co_await sink.on_chunk(chunks::finish("tool-calls"));
+      co_return ModelResult{FinishReason::tool_calls};
+    }
+    case Script::Action::chunks:
+      break;
+  }
+
+  co_await sink.on_chunk(chunks::block_start(0, "text"));
+  for (std::int64_t i = 0; i < script.chunk_count; ++i) {
+    if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel); !waited) {
+      co_return ModelResult{FinishReason::cancelled};
+    }
+    co_await sink.on_chunk(chunks::text_delta(0, scripted_chunk_text(i, script.chunk_bytes)));
+  }
+  co_await sink.on_chunk(chunks::block_end(0));
+  co_await sink.on_chunk(chunks::finish("stop"));
+  co_return ModelResult{FinishReason::stop};
+}
+
+}  // namespace harnessd::llm

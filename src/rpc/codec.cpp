@@ -1,0 +1,107 @@
+// Decoding follows the bad-input table of docs/protocol.md §3 row by row.
+#include "harnessd/rpc/codec.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+namespace harnessd::rpc {
+namespace json = boost::json;
+
+namespace {
+
+bool is_valid_id(const json::value& id) {
+  return id.is_string() || id.is_int64() || id.is_uint64();
+}
+
+ErrorReply invalid(json::value id, std::string message) {
+  return ErrorReply{std::move(id), ErrorCode::invalid_request, std::move(message), nullptr};
+}
+
+}  // namespace
+
+Decoded decode_frame(std::string_view frame) {
+  json::error_code ec;
+  json::value doc = json::parse(frame, ec);
+  if (ec) {
+    return ErrorReply{nullptr, ErrorCode::parse_error, "Parse error: " + ec.message(), nullptr};
+  }
+  if (doc.is_array()) return invalid(nullptr, "batch requests are not supported");
+  if (!doc.is_object()) return invalid(nullptr, "Invalid Request: a message must be a JSON object");
+
+  json::object& obj = doc.get_object();
+  const json::value* id = obj.if_contains("id");
+  const json::value* method = obj.if_contains("method");
+
+  // Directional protocol: responses and notifications from a client are
+  // dropped, never matched against anything.
+  if (method == nullptr && id != nullptr && (obj.contains("result") || obj.contains("error"))) {
+    return Ignored{};
+  }
+  if (method != nullptr && id == nullptr) return Ignored{};
+
+  json::value reply_id = (id != nullptr && is_valid_id(*id)) ? *id : json::value(nullptr);
+  if (const json::value* version = obj.if_contains("jsonrpc")) {
+    if (!version->is_string() || version->get_string() != "2.0") {
+      return invalid(std::move(reply_id), "Invalid Request: jsonrpc must be \"2.0\"");
+    }
+  }
+  if (id == nullptr) return invalid(nullptr, "Invalid Request: missing method");
+  if (!is_valid_id(*id)) {
+    return invalid(nullptr, "Invalid Request: id must be a string or an integer");
+  }
+  if (method == nullptr) return invalid(std::move(reply_id), "Invalid Request: missing method");
+  if (!method->is_string()) {
+    return invalid(std::move(reply_id), "Invalid Request: method must be a string");
+  }
+
+  Request request;
+  request.id = *id;
+  request.method = std::string(method->get_string());
+  if (json::value* params = obj.if_contains("params")) request.params = std::move(*params);
+  return request;
+}
+
+std::string encode_result(const json::value& id, const json::value& result) {
+  std::string out = R"({"jsonrpc":"2.0","id":)";
+  out += json::serialize(id);
+  out += R"(,"result":)";
+  out += json::serialize(result);
+  out += '}';
+  return out;
+}
+
+std::string encode_error(const ErrorReply& error) {
+  json::object err;
+  err["code"] = static_cast<int>(error.code);
+  err["message"] = error.message;
+  if (!error.data.is_null()) err["data"] = error.data;
+  std::string out = R"({"jsonrpc":"2.0","id":)";
+  out += json::serialize(error.id);
+  out += R"(,"error":)";
+  out += json::serialize(err);
+  out += '}';
+  return out;
+}
+
+std::string encode_notification(std::string_view method, const json::value& params) {
+  std::string out = R"({"jsonrpc":"2.0","method":)";
+  out += json::serialize(json::string_view(method.data(), method.size()));
+  out += R"(,"params":)";
+  out += json::serialize(params);
+  out += '}';
+  return out;
+}
+
+std::string encode_session_event(std::string_view session_id, std::string_view event_json) {
+  std::string id_json = json::serialize(json::string_view(session_id.data(), session_id.size()));
+  std::string out;
+  out.reserve(64 + id_json.size() + event_json.size());
+  out += R"({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":)";
+  out += id_json;
+  out += R"(,"event":)";
+  out += event_json;
+  out += "}}";
+  return out;
+}
+
+}  // namespace harnessd::rpc

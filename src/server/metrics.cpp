@@ -1,0 +1,110 @@
+#include "harnessd/server/metrics.hpp"
+
+#include "harnessd/harness/turn_stats.hpp"
+
+#include <fmt/format.h>
+
+namespace harnessd::server {
+
+namespace {
+std::size_t kind_index(transport::TransportKind kind) { return static_cast<std::size_t>(kind); }
+constexpr auto relaxed = std::memory_order_relaxed;
+}  // namespace
+
+void Metrics::connection_opened(transport::TransportKind kind) {
+  open_[kind_index(kind)].fetch_add(1, relaxed);
+  accepted_[kind_index(kind)].fetch_add(1, relaxed);
+}
+
+void Metrics::connection_closed(transport::TransportKind kind) {
+  open_[kind_index(kind)].fetch_sub(1, relaxed);
+}
+
+void Metrics::request_answered(std::string_view method, int code) {
+  std::size_t m = methods.size() - 1;
+  for (std::size_t i = 0; i + 1 < methods.size(); ++i) {
+    if (methods[i] == method) m = i;
+  }
+  for (std::size_t c = 0; c < codes.size(); ++c) {
+    if (codes[c] == code) requests_[m][c].fetch_add(1, relaxed);
+  }
+}
+
+void Metrics::frames_written(std::size_t frames, std::size_t notifications, std::size_t bytes) {
+  writes_.fetch_add(1, relaxed);
+  frames_.fetch_add(frames, relaxed);
+  notifications_.fetch_add(notifications, relaxed);
+  bytes_out_.fetch_add(bytes, relaxed);
+}
+
+std::int64_t Metrics::open_connections() const {
+  std::int64_t total = 0;
+  for (const auto& n : open_) total += n.load(relaxed);
+  return total;
+}
+
+double Metrics::uptime_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+std::string Metrics::render_prometheus(const harness::TurnStats& turns, std::size_t sessions) const {
+  std::string out;
+  auto add = [&out](std::string_view text) { out += text; };
+  const transport::TransportKind kinds[] = {transport::TransportKind::stdio,
+                                            transport::TransportKind::tcp, transport::TransportKind::ws};
+
+  add("# HELP harnessd_uptime_seconds Seconds since the daemon started.\n# TYPE harnessd_uptime_seconds gauge\n");
+  add(fmt::format("harnessd_uptime_seconds {:.3f}\n", uptime_seconds()));
+  add("# HELP harnessd_connections Open client connections.\n# TYPE harnessd_connections gauge\n");
+  for (auto kind : kinds) {
+    add(fmt::format("harnessd_connections{{transport=\"{}\"}} {}\n", transport::to_string(kind),
+                    open_[kind_index(kind)].load(relaxed)));
+  }
+  add("# HELP harnessd_connections_total Accepted client connections.\n# TYPE harnessd_connections_total counter\n");
+  for (auto kind : kinds) {
+    add(fmt::format("harnessd_connections_total{{transport=\"{}\"}} {}\n", transport::to_string(kind),
+                    accepted_[kind_index(kind)].load(relaxed)));
+  }
+  add("# HELP harnessd_requests_total Requests answered, by method and JSON-RPC error code (0 = success).\n"
+      "# TYPE harnessd_requests_total counter\n");
+  for (std::size_t m = 0; m < methods.size(); ++m) {
+    for (std::size_t c = 0; c < codes.size(); ++c) {
+      const auto n = requests_[m][c].load(relaxed);
+      if (n == 0 && c != 0) continue;
+      add(fmt::format("harnessd_requests_total{{method=\"{}\",code=\"{}\"}} {}\n", methods[m], codes[c], n));
+    }
+  }
+  add("# HELP harnessd_notifications_total Notifications written to clients.\n# TYPE harnessd_notifications_total counter\n");
+  add(fmt::format("harnessd_notifications_total {}\n", notifications_.load(relaxed)));
+  add("# HELP harnessd_frames_written_total Frames (responses and notifications) written.\n# TYPE harnessd_frames_written_total counter\n");
+  add(fmt::format("harnessd_frames_written_total {}\n", frames_.load(relaxed)));
+  add("# HELP harnessd_writes_total Write operations issued; frames per write = frames_written_total / writes_total.\n"
+      "# TYPE harnessd_writes_total counter\n");
+  add(fmt::format("harnessd_writes_total {}\n", writes_.load(relaxed)));
+  add("# HELP harnessd_bytes_received_total Frame bytes read from clients.\n# TYPE harnessd_bytes_received_total counter\n");
+  add(fmt::format("harnessd_bytes_received_total {}\n", bytes_in_.load(relaxed)));
+  add("# HELP harnessd_bytes_sent_total Frame bytes written to clients.\n# TYPE harnessd_bytes_sent_total counter\n");
+  add(fmt::format("harnessd_bytes_sent_total {}\n", bytes_out_.load(relaxed)));
+  add("# HELP harnessd_sessions Sessions known to the daemon.\n# TYPE harnessd_sessions gauge\n");
+  add(fmt::format("harnessd_sessions {}\n", sessions));
+  add("# HELP harnessd_turns_active Turns running now.\n# TYPE harnessd_turns_active gauge\n");
+  add(fmt::format("harnessd_turns_active {}\n", turns.active.load(relaxed)));
+  add("# HELP harnessd_turns_total Turns started.\n# TYPE harnessd_turns_total counter\n");
+  add(fmt::format("harnessd_turns_total {}\n", turns.total.load(relaxed)));
+  add("# HELP harnessd_overlap_rejections_total Prompts refused because the session was busy.\n"
+      "# TYPE harnessd_overlap_rejections_total counter\n");
+  add(fmt::format("harnessd_overlap_rejections_total {}\n", turns.overlap_rejections.load(relaxed)));
+  add("# HELP harnessd_turn_duration_seconds Turn duration.\n# TYPE harnessd_turn_duration_seconds histogram\n");
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < turns.duration_buckets.size(); ++i) {
+    cumulative += turns.duration_counts[i].load(relaxed);
+    add(fmt::format("harnessd_turn_duration_seconds_bucket{{le=\"{}\"}} {}\n", turns.duration_buckets[i], cumulative));
+  }
+  cumulative += turns.duration_counts.back().load(relaxed);
+  add(fmt::format("harnessd_turn_duration_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative));
+  add(fmt::format("harnessd_turn_duration_seconds_sum {:.6f}\n", turns.duration_sum_us.load(relaxed) / 1e6));
+  add(fmt::format("harnessd_turn_duration_seconds_count {}\n", cumulative));
+  return out;
+}
+
+}  // namespace harnessd::server

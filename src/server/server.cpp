@@ -1,0 +1,150 @@
+#include "harnessd/server/server.hpp"
+
+#include "harnessd/server/connection.hpp"
+#include "harnessd/server/http_endpoint.hpp"
+#include "harnessd/transport/ndjson_transport.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+namespace harnessd::server {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+struct Server::Listener {
+  tcp::acceptor acceptor;
+  std::string scheme;
+  std::string url;
+};
+
+Server::Server(asio::io_context& io, ServerContext& context) : io_(io), context_(context) {}
+
+Server::~Server() = default;
+
+std::string Server::listen(const util::ListenUrl& url) {
+  tcp::endpoint endpoint(asio::ip::make_address(url.host), url.port);
+  auto listener = std::make_shared<Listener>(Listener{tcp::acceptor(asio::make_strand(io_)), url.scheme, {}});
+  tcp::acceptor& acceptor = listener->acceptor;
+  acceptor.open(endpoint.protocol());
+  acceptor.set_option(tcp::acceptor::reuse_address(true));
+  acceptor.bind(endpoint);
+  acceptor.listen(asio::socket_base::max_listen_connections);
+  listener->url = util::format_listen_url(url.scheme, url.host, acceptor.local_endpoint().port());
+  {
+    std::lock_guard lock(mutex_);
+    listeners_.push_back(listener);
+  }
+
+  auto accept_loop = [this, listener]() -> asio::awaitable<void> {
+    for (;;) {
+      boost::system::error_code ec;
+      // Each connection gets its own strand: its reader, writer and request
+      // coroutines never run concurrently.
+      tcp::socket socket = co_await listener->acceptor.async_accept(
+          asio::make_strand(io_), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == asio::error::operation_aborted || !listener->acceptor.is_open()) co_return;
+      if (ec) {
+        // Out of descriptors and the like: back off instead of spinning.
+        spdlog::warn("{}: accept failed: {}", listener->url, ec.message());
+        asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(100));
+        co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        continue;
+      }
+      if (listener->scheme == "ws") {
+        serve_http_or_websocket(std::move(socket), *this);
+        continue;
+      }
+      auto strand = socket.get_executor();
+      auto transport = std::make_unique<transport::NdjsonTransport>(
+          transport::make_tcp_stream(std::move(socket)), transport::TransportKind::tcp,
+          context_.config.max_frame_bytes);
+      launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_,
+                                          !context_.config.auth_token.has_value()));
+    }
+  };
+  asio::co_spawn(acceptor.get_executor(), accept_loop, [url = listener->url](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      spdlog::error("{}: listener stopped: {}", url, ex.what());
+    }
+  });
+  spdlog::info("listening on {}", listener->url);
+  return listener->url;
+}
+
+void Server::serve_stdio(std::function<void()> on_end) {
+  auto strand = asio::make_strand(io_);
+  auto transport = std::make_unique<transport::NdjsonTransport>(
+      transport::make_stdio_stream(strand), transport::TransportKind::stdio,
+      context_.config.max_frame_bytes);
+  // The local process that spawned us owns our pipes: no token needed.
+  launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_, true),
+         std::move(on_end));
+}
+
+void Server::launch(std::shared_ptr<Connection> connection, std::function<void()> on_end) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    connections_[connection.get()] = connection;
+  }
+  Connection* key = connection.get();
+  asio::co_spawn(connection->strand(), connection->run(),
+                 [this, key, connection, on_end = std::move(on_end)](std::exception_ptr e) {
+                   if (e) {
+                     try {
+                       std::rethrow_exception(e);
+                     } catch (const std::exception& ex) {
+                       spdlog::error("connection failed: {}", ex.what());
+                     }
+                   }
+                   std::function<void()> stopped;
+                   {
+                     std::lock_guard lock(mutex_);
+                     connections_.erase(key);
+                     if (stopped_ && connections_.empty()) stopped = std::exchange(on_stopped_, nullptr);
+                   }
+                   if (on_end) on_end();
+                   if (stopped) stopped();
+                 });
+}
+
+void Server::stop(std::function<void()> on_stopped) {
+  std::vector<std::shared_ptr<Connection>> live;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    stopped_ = true;
+    if (connections_.empty()) {
+      if (on_stopped) asio::post(io_, std::move(on_stopped));
+    } else {
+      on_stopped_ = std::move(on_stopped);
+    }
+    for (auto& listener : listeners_) {
+      // Close on the acceptor's executor: the accept loop runs there.
+      asio::post(listener->acceptor.get_executor(), [listener] {
+        boost::system::error_code ec;
+        listener->acceptor.close(ec);
+      });
+    }
+    for (auto& [key, weak] : connections_) {
+      if (auto connection = weak.lock()) live.push_back(std::move(connection));
+    }
+  }
+  spdlog::info("stopping: {} connection(s) to settle", live.size());
+  for (auto& connection : live) connection->stop();
+}
+
+std::size_t Server::connection_count() const {
+  std::lock_guard lock(mutex_);
+  return connections_.size();
+}
+
+}  // namespace harnessd::server

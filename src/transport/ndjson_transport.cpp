@@ -1,0 +1,158 @@
+#include "harnessd/transport/ndjson_transport.hpp"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <unistd.h>
+
+namespace harnessd::transport {
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+std::string_view to_string(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::stdio: return "stdio";
+    case TransportKind::tcp: return "tcp";
+    case TransportKind::ws: return "ws";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr std::size_t read_chunk_bytes = 64 * 1024;
+
+class TcpStream final : public ByteStream {
+ public:
+  explicit TcpStream(asio::ip::tcp::socket socket) : socket_(std::move(socket)) {
+    error_code ec;
+    socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+    auto endpoint = socket_.remote_endpoint(ec);
+    peer_ = ec ? "tcp:?" : "tcp:" + endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  }
+
+  asio::awaitable<std::size_t> read_some(std::span<char> buffer) override {
+    error_code ec;
+    std::size_t n = co_await socket_.async_read_some(asio::buffer(buffer.data(), buffer.size()),
+                                                     asio::redirect_error(asio::use_awaitable, ec));
+    co_return ec ? 0 : n;
+  }
+
+  asio::awaitable<void> write_all(std::string_view bytes) override {
+    co_await asio::async_write(socket_, asio::buffer(bytes.data(), bytes.size()), asio::use_awaitable);
+  }
+
+  void stop_reading() override {
+    error_code ec;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_receive, ec);
+  }
+
+  void close() override {
+    error_code ec;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  std::string peer() const override { return peer_; }
+
+ private:
+  asio::ip::tcp::socket socket_;
+  std::string peer_;
+};
+
+class StdioStream final : public ByteStream {
+ public:
+  explicit StdioStream(const asio::any_io_executor& executor)
+      : in_(executor, ::dup(STDIN_FILENO)), out_(executor, ::dup(STDOUT_FILENO)) {}
+
+  asio::awaitable<std::size_t> read_some(std::span<char> buffer) override {
+    if (stopped_) co_return 0;
+    error_code ec;
+    std::size_t n = co_await in_.async_read_some(asio::buffer(buffer.data(), buffer.size()),
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+    co_return ec || stopped_ ? 0 : n;
+  }
+
+  asio::awaitable<void> write_all(std::string_view bytes) override {
+    co_await asio::async_write(out_, asio::buffer(bytes.data(), bytes.size()), asio::use_awaitable);
+  }
+
+  void stop_reading() override {
+    stopped_ = true;
+    error_code ec;
+    in_.cancel(ec);
+  }
+
+  void close() override {
+    error_code ec;
+    in_.close(ec);
+    out_.close(ec);
+  }
+
+  std::string peer() const override { return "stdio"; }
+
+ private:
+  asio::posix::stream_descriptor in_;
+  asio::posix::stream_descriptor out_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<ByteStream> make_tcp_stream(asio::ip::tcp::socket socket) {
+  return std::make_unique<TcpStream>(std::move(socket));
+}
+
+std::unique_ptr<ByteStream> make_stdio_stream(const asio::any_io_executor& executor) {
+  return std::make_unique<StdioStream>(executor);
+}
+
+NdjsonTransport::NdjsonTransport(std::unique_ptr<ByteStream> stream, TransportKind kind,
+                                 std::size_t max_frame_bytes)
+    : stream_(std::move(stream)), kind_(kind), framer_(max_frame_bytes) {}
+
+asio::awaitable<ReadResult> NdjsonTransport::read_frame() {
+  for (;;) {
+    rpc::LineFramer::Next next = framer_.next();
+    if (next.kind == rpc::LineFramer::Kind::frame) co_return ReadResult{ReadResult::Kind::frame, next.frame};
+    if (next.kind == rpc::LineFramer::Kind::oversized) co_return ReadResult{ReadResult::Kind::oversized, {}};
+    if (read_stopped_) co_return ReadResult{};
+    std::span<char> space = framer_.prepare(read_chunk_bytes);
+    const std::size_t n = co_await stream_->read_some(space);
+    if (n == 0) {
+      // A final line without '\n' at EOF is still a frame.
+      framer_.commit(0);
+      framer_.feed("\n");
+      read_stopped_ = true;
+      continue;
+    }
+    framer_.commit(n);
+  }
+}
+
+asio::awaitable<void> NdjsonTransport::write_frames(std::span<const std::string> frames) {
+  // One contiguous buffer: copying small frames costs far less than the
+  // syscalls a per-frame write would.
+  write_buffer_.clear();
+  for (const std::string& frame : frames) {
+    write_buffer_ += frame;
+    write_buffer_ += '\n';
+  }
+  co_await stream_->write_all(write_buffer_);
+  if (write_buffer_.capacity() > (1u << 20)) std::string().swap(write_buffer_);
+}
+
+void NdjsonTransport::stop_reading() {
+  read_stopped_ = true;
+  stream_->stop_reading();
+}
+
+asio::awaitable<void> NdjsonTransport::close() {
+  stream_->close();
+  co_return;
+}
+
+void NdjsonTransport::force_close() { stream_->close(); }
+
+}  // namespace harnessd::transport
