@@ -202,6 +202,8 @@ class HarnessClient:
         self._lifecycle_lock = threading.RLock()
         self._ids = itertools.count(1)
         self._pending: dict[int, PendingRequest] = {}
+        # Ids of requests given up on (timeouts): their late responses are expected.
+        self._abandoned: collections.deque[int] = collections.deque(maxlen=256)
         self._subscribers: dict[int, NotificationCallback] = {}
         self._sub_keys = itertools.count(1)
         self._buffer: collections.deque[Notification] = collections.deque(maxlen=max(notification_buffer, 1))
@@ -385,6 +387,7 @@ class HarnessClient:
         with self._lock:
             if self._pending.get(pending.id) is pending:
                 del self._pending[pending.id]
+                self._abandoned.append(pending.id)
 
     def _check_not_reader_thread(self, method: str) -> None:
         if self._reader is not None and threading.current_thread() is self._reader:
@@ -524,8 +527,12 @@ class HarnessClient:
             return
         with self._lock:
             pending = self._pending.pop(request_id, None)
+            late = pending is None and request_id in self._abandoned
         if pending is None:
-            log.warning("ignoring response with unknown id %r", request_id)
+            if late:
+                log.debug("ignoring late response to abandoned request %d", request_id)
+            else:
+                log.warning("ignoring response with unknown id %r", request_id)
             return
         has_result = "result" in frame
         has_error = "error" in frame

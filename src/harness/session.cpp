@@ -72,7 +72,10 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
   running_ = &scope;
   running_owner_ = input.owner;
   if (!log_) load(input.cwd);
-  co_return co_await detail::run_turn(*this, input, sink, scope);
+  // Not `co_return co_await`: GCC 12 then skips the destructors of this
+  // frame's locals (Release above), leaving the session marked busy.
+  PromptOutcome outcome = co_await detail::run_turn(*this, input, sink, scope);
+  co_return outcome;
 }
 
 bool Session::cancel(const std::string& why, const void* owner) {

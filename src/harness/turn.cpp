@@ -236,7 +236,8 @@ class TurnRun final : public llm::ChunkSink {
 asio::awaitable<PromptOutcome> run_turn(Session& session, PromptInput& input, EventSink& sink,
                                         llm::CancelScope& cancel) {
   TurnRun turn(session, input, sink, cancel);
-  co_return co_await turn.run();
+  PromptOutcome outcome = co_await turn.run();
+  co_return outcome;
 }
 
 std::vector<llm::ToolSpec> tools_for_depth(int depth, int max_depth) {

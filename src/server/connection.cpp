@@ -207,13 +207,21 @@ asio::awaitable<json::value> Connection::call(const rpc::Request& request) {
     }
     authenticated_ = true;
   }
-  if (method == "shutdown") co_return co_await shutdown();
+  if (method == "shutdown") {
+    json::value result = co_await shutdown();
+    co_return result;
+  }
   if (shutting_down_) throw RpcError(ErrorCode::shutting_down, "shutting down");
   if (method == "initialize") co_return initialize(request.params);
   if (method == "session/prompt" || method == "session/cancel") {
     if (!initialized_) throw RpcError(ErrorCode::not_initialized, "not initialized");
-    if (method == "session/prompt") co_return co_await prompt(request.params);
-    co_return co_await cancel(request.params);
+    json::value result;
+    if (method == "session/prompt") {
+      result = co_await prompt(request.params);
+    } else {
+      result = co_await cancel(request.params);
+    }
+    co_return result;
   }
   throw RpcError(ErrorCode::method_not_found, "method not found: " + method);
 }
@@ -286,8 +294,10 @@ asio::awaitable<json::value> Connection::prompt(const json::value& params) {
                    json::object{{"sessionId", p.session_id}});
   }
   const bool max_tokens_ok = context_.sessions.options().max_tokens_as_success;
-  co_return json::object{{"status", harness::status_for(outcome.reason, max_tokens_ok)},
-                         {"reason", std::move(outcome.reason)}};
+  json::object result;
+  result["status"] = harness::status_for(outcome.reason, max_tokens_ok);
+  result["reason"] = std::move(outcome.reason);
+  co_return result;
 }
 
 asio::awaitable<json::value> Connection::cancel(const json::value& params) {
@@ -300,14 +310,17 @@ asio::awaitable<json::value> Connection::cancel(const json::value& params) {
         [session]() -> asio::awaitable<bool> { co_return session->cancel("cancelled"); },
         asio::use_awaitable);
   }
-  co_return json::object{{"cancelled", cancelled}};
+  json::object result;
+  result["cancelled"] = cancelled;
+  co_return result;
 }
 
 asio::awaitable<json::value> Connection::shutdown() {
   shutting_down_ = true;
   // Running turns settle and their responses are queued before this answer.
   while (running_prompts_ > 0) co_await progress_->wait();
-  co_return json::object{};
+  json::object result;
+  co_return result;
 }
 
 void Connection::cancel_own_turns(const std::string& why) {

@@ -1,4 +1,205 @@
+// HTTP and WebSocket on one port: plain requests get /healthz, /metrics or
+// the embedded web UI; an Upgrade request passes the Origin and token checks
+// and becomes a WebSocket connection served like any other.
 #include "harnessd/server/http_endpoint.hpp"
+
+#include "../transport/detail/websocket_transport.hpp"
+#include "harnessd/harness/session_registry.hpp"
+#include "harnessd/server/connection.hpp"
+#include "harnessd/server/metrics.hpp"
+#include "harnessd/server/server.hpp"
+#include "harnessd/server/web_assets.hpp"
+#include "harnessd/util/version.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <boost/json/serialize.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 namespace harnessd::server {
-void serve_http_or_websocket(boost::asio::ip::tcp::socket socket, Server&) { socket.close(); }
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+namespace {
+
+constexpr auto http_read_timeout = std::chrono::seconds(30);
+constexpr std::size_t max_http_body = 64 * 1024;
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+/// Value of `name` in the query string of `target`, undecoded ("" if absent).
+std::string query_param(std::string_view target, std::string_view name) {
+  const std::size_t q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const std::size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return {};
 }
+
+/// Constant-time comparison: a token check must not leak a prefix length.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+Response make_response(const Request& req, http::status status, std::string_view type, std::string body) {
+  Response res{status, req.version()};
+  res.set(http::field::server, "harnessd");
+  res.set(http::field::content_type, type);
+  res.set(http::field::cache_control, "no-store");
+  res.keep_alive(req.keep_alive());
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+Response text_response(const Request& req, http::status status, std::string_view message) {
+  return make_response(req, status, "text/plain; charset=utf-8", std::string(message) + "\n");
+}
+
+Response route(const Request& req, Server& server) {
+  if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    Response res = text_response(req, http::status::method_not_allowed, "method not allowed");
+    res.set(http::field::allow, "GET, HEAD");
+    return res;
+  }
+  ServerContext& ctx = server.context();
+  const std::string_view path = path_of(req.target());
+  if (path == "/healthz") {
+    json::object health{{"status", "ok"},
+                        {"version", util::version},
+                        {"uptimeSeconds", ctx.metrics.uptime_seconds()},
+                        {"connections", ctx.metrics.open_connections()},
+                        {"sessions", ctx.sessions.size()},
+                        {"runningTurns", ctx.sessions.stats().active.load()}};
+    return make_response(req, http::status::ok, "application/json", json::serialize(health));
+  }
+  if (path == "/metrics") {
+    return make_response(req, http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
+                         ctx.metrics.render_prometheus(ctx.sessions.stats(), ctx.sessions.size()));
+  }
+  const std::string_view asset_path = path == "/" ? std::string_view("/index.html") : path;
+  for (const WebAsset& asset : web_assets()) {
+    if (asset.path == asset_path) {
+      return make_response(req, http::status::ok, asset.content_type, std::string(asset.body));
+    }
+  }
+  return text_response(req, http::status::not_found, "not found");
+}
+
+/// Why an upgrade is refused, or nullopt when it is allowed.
+std::optional<Response> check_upgrade(const Request& req, const ServerConfig& config, const std::string& peer) {
+  const auto origin = req.find(http::field::origin);
+  if (origin != req.end()) {
+    const std::string_view value = origin->value();
+    const std::string_view host = req[http::field::host];
+    bool allowed = value == fmt::format("http://{}", host) || value == fmt::format("https://{}", host);
+    for (const std::string& allowed_origin : config.allowed_origins) allowed = allowed || value == allowed_origin;
+    if (!allowed) {
+      spdlog::warn("{}: websocket refused: origin {} not allowed", peer, value);
+      return text_response(req, http::status::forbidden,
+                           fmt::format("origin {} is not allowed (start harnessd with --allow-origin {})", value, value));
+    }
+  }
+  if (config.auth_token) {
+    std::string token = query_param(req.target(), "access_token");
+    const std::string_view authorization = req[http::field::authorization];
+    if (authorization.starts_with("Bearer ")) token = std::string(authorization.substr(7));
+    if (!same_secret(token, *config.auth_token)) {
+      spdlog::warn("{}: websocket refused: {} bearer token", peer, token.empty() ? "missing" : "wrong");
+      Response res = text_response(req, http::status::unauthorized,
+                                   token.empty() ? "missing bearer token" : "wrong bearer token");
+      res.set(http::field::www_authenticate, "Bearer");
+      return res;
+    }
+  }
+  return std::nullopt;
+}
+
+asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::string peer) {
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(max_http_body);
+    stream.expires_after(http_read_timeout);
+    boost::system::error_code ec;
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec != http::error::end_of_stream && ec != beast::error::timeout) {
+        spdlog::debug("{}: http read failed: {}", peer, ec.message());
+      }
+      co_return;
+    }
+    Request req = parser.release();
+
+    if (beast::websocket::is_upgrade(req)) {
+      if (std::optional<Response> refusal = check_upgrade(req, server.context().config, peer)) {
+        refusal->keep_alive(false);
+        co_await http::async_write(stream, *refusal, asio::redirect_error(asio::use_awaitable, ec));
+        stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+        co_return;
+      }
+      const ServerConfig& config = server.context().config;
+      transport::WebSocketOptions options{config.max_frame_bytes, config.ws_idle_timeout, config.ws_deflate,
+                                          config.ws_deflate_threshold};
+      auto strand = Connection::Strand(stream.get_executor());
+      auto ws = std::make_unique<transport::WebSocketTransport>(std::move(stream), options, "ws:" + peer);
+      if (!co_await ws->accept(req)) co_return;
+      // Authenticated by the upgrade checks above.
+      server.launch(std::make_shared<Connection>(strand, std::move(ws), server.context(), true));
+      co_return;
+    }
+
+    Response res = route(req, server);
+    if (req.method() == http::verb::head) {
+      http::response<http::empty_body> head{res.result(), res.version()};
+      head.base() = res.base();
+      co_await http::async_write(stream, head, asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (ec || !res.keep_alive()) {
+      stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+      co_return;
+    }
+  }
+}
+
+}  // namespace
+
+void serve_http_or_websocket(asio::ip::tcp::socket socket, Server& server) {
+  boost::system::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  std::string peer = ec ? "?" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  auto executor = socket.get_executor();
+  asio::co_spawn(executor, serve(beast::tcp_stream(std::move(socket)), server, std::move(peer)),
+                 [](std::exception_ptr e) {
+                   if (!e) return;
+                   try {
+                     std::rethrow_exception(e);
+                   } catch (const std::exception& ex) {
+                     spdlog::warn("http connection failed: {}", ex.what());
+                   }
+                 });
+}
+
+}  // namespace harnessd::server

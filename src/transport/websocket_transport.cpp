@@ -1,0 +1,125 @@
+#include "detail/websocket_transport.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/websocket/error.hpp>
+#include <spdlog/spdlog.h>
+
+namespace harnessd::transport {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+
+namespace {
+// Messages read ahead of the dispatcher; beyond this the pump waits.
+constexpr std::size_t max_inbox_messages = 64;
+}  // namespace
+
+WebSocketTransport::WebSocketTransport(beast::tcp_stream stream, WebSocketOptions options, std::string peer)
+    : ws_(std::move(stream)),
+      options_(options),
+      peer_(std::move(peer)),
+      inbox_changed_(util::Wakeup::create(ws_.get_executor())),
+      inbox_drained_(util::Wakeup::create(ws_.get_executor())) {}
+
+asio::awaitable<bool> WebSocketTransport::accept(const Request& upgrade) {
+  beast::get_lowest_layer(ws_).expires_never();
+  websocket::stream_base::timeout timeout{};
+  timeout.handshake_timeout = std::chrono::seconds(10);
+  timeout.idle_timeout = options_.idle_timeout;  // pings at half of it, closes when silent
+  timeout.keep_alive_pings = true;
+  ws_.set_option(timeout);
+  ws_.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
+    res.set(beast::http::field::server, "harnessd");
+  }));
+  if (options_.deflate) {
+    websocket::permessage_deflate deflate;
+    deflate.server_enable = true;
+    deflate.msg_size_threshold = options_.deflate_threshold;
+    ws_.set_option(deflate);
+  }
+  ws_.read_message_max(options_.max_message_bytes);
+  ws_.auto_fragment(false);
+  boost::system::error_code ec;
+  co_await ws_.async_accept(upgrade, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    spdlog::info("{}: websocket handshake failed: {}", peer_, ec.message());
+    co_return false;
+  }
+  ws_.text(true);
+  asio::co_spawn(ws_.get_executor(), pump(), asio::detached);
+  co_return true;
+}
+
+asio::awaitable<void> WebSocketTransport::pump() {
+  for (;;) {
+    while (inbox_.size() >= max_inbox_messages && !stopped_) co_await inbox_drained_->wait();
+    boost::system::error_code ec;
+    buffer_.clear();
+    co_await ws_.async_read(buffer_, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      // message_too_big: Beast has already failed the connection with 1009.
+      if (ec != websocket::error::closed && ec != asio::error::operation_aborted) {
+        spdlog::info("{}: websocket read ended: {}", peer_, ec.message());
+      }
+      break;
+    }
+    if (!ws_.got_text()) {
+      spdlog::info("{}: binary frame refused, closing with 1003", peer_);
+      closing_ = true;
+      co_await ws_.async_close(websocket::close_code::unknown_data,
+                               asio::redirect_error(asio::use_awaitable, ec));
+      break;
+    }
+    if (stopped_) continue;  // draining until the close handshake completes
+    inbox_.push_back(beast::buffers_to_string(buffer_.data()));
+    inbox_changed_->notify();
+  }
+  ended_ = true;
+  inbox_changed_->notify();
+}
+
+asio::awaitable<ReadResult> WebSocketTransport::read_frame() {
+  for (;;) {
+    if (stopped_) co_return ReadResult{};
+    if (!inbox_.empty()) {
+      current_ = std::move(inbox_.front());
+      inbox_.pop_front();
+      inbox_drained_->notify();
+      co_return ReadResult{ReadResult::Kind::frame, current_};
+    }
+    if (ended_) co_return ReadResult{};
+    co_await inbox_changed_->wait();
+  }
+}
+
+asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::string> frames) {
+  for (const std::string& frame : frames) {
+    co_await ws_.async_write(asio::buffer(frame), asio::use_awaitable);
+  }
+}
+
+void WebSocketTransport::stop_reading() {
+  stopped_ = true;
+  inbox_changed_->notify();
+  inbox_drained_->notify();
+}
+
+asio::awaitable<void> WebSocketTransport::close() {
+  boost::system::error_code ec;
+  if (!closing_ && ws_.is_open()) {
+    closing_ = true;
+    stopped_ = true;
+    // Close frame first; the pending read in pump() sees the peer's reply.
+    co_await ws_.async_close(websocket::close_code::normal, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  beast::get_lowest_layer(ws_).socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  beast::get_lowest_layer(ws_).close();
+}
+
+void WebSocketTransport::force_close() { beast::get_lowest_layer(ws_).close(); }
+
+}  // namespace harnessd::transport

@@ -1,0 +1,58 @@
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harnessd_helpers import Daemon, harnessd_bin  # noqa: E402
+
+
+def pytest_sessionstart(session):
+    # Fail loudly (never skip) when the binary is absent.
+    harnessd_bin()
+
+
+class Spawner:
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        self.daemons: list[Daemon] = []
+        self.killed_by_us: set[int] = set()
+
+    def __call__(self, *, stdio: bool = False, args=(), session_root: Path | None = None, **kw) -> Daemon:
+        root = session_root or (self.tmp_path / "sessions")
+        d = Daemon(root, stdio=stdio, args=args, workdir=self.tmp_path, **kw)
+        self.daemons.append(d)
+        return d
+
+    def teardown(self) -> list[str]:
+        crashes = []
+        for d in self.daemons:
+            rc = d.proc.poll()
+            if rc is not None and rc < 0 and -rc not in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT):
+                crashes.append(f"harnessd died with signal {-rc}; stderr:\n{d.stderr()}")
+            d.kill()
+        return crashes
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    """Factory starting harnessd processes; every one is killed at teardown."""
+    s = Spawner(tmp_path)
+    try:
+        yield s
+    finally:
+        crashes = s.teardown()
+    if crashes:
+        pytest.fail("\n".join(crashes), pytrace=False)
+
+
+@pytest.fixture
+def tcp_daemon(spawn):
+    return spawn()
+
+
+@pytest.fixture
+def stdio_daemon(spawn):
+    return spawn(stdio=True)
