@@ -4,6 +4,8 @@
 #include "harnessd/harness/session_registry.hpp"
 #include "harnessd/harness/turn_status.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <chrono>
@@ -82,6 +84,23 @@ bool Session::cancel(const std::string& why, const void* owner) {
   if (running_ == nullptr || (owner != nullptr && owner != running_owner_)) return false;
   running_->cancel(why);
   return true;
+}
+
+namespace {
+// A plain function, not a capturing lambda: GCC 12 mishandles the captures
+// of lambda coroutines.
+boost::asio::awaitable<bool> cancel_on_strand(std::shared_ptr<Session> session, std::string why,
+                                              const void* owner) {
+  co_return session->cancel(why, owner);
+}
+}  // namespace
+
+boost::asio::awaitable<bool> Session::cancel_from_anywhere(std::shared_ptr<Session> session,
+                                                           std::string why, const void* owner) {
+  auto strand = session->strand();
+  bool cancelled = co_await boost::asio::co_spawn(
+      strand, cancel_on_strand(std::move(session), std::move(why), owner), boost::asio::use_awaitable);
+  co_return cancelled;
 }
 
 void Session::load(const std::optional<std::string>& cwd) {

@@ -304,12 +304,7 @@ asio::awaitable<json::value> Connection::cancel(const json::value& params) {
   rpc::SessionIdParams p = rpc::parse_session_id_params(params);
   std::shared_ptr<harness::Session> session = context_.sessions.find(p.session_id);
   bool cancelled = false;
-  if (session) {
-    cancelled = co_await asio::co_spawn(
-        session->strand(),
-        [session]() -> asio::awaitable<bool> { co_return session->cancel("cancelled"); },
-        asio::use_awaitable);
-  }
+  if (session) cancelled = co_await harness::Session::cancel_from_anywhere(session, "cancelled", nullptr);
   json::object result;
   result["cancelled"] = cancelled;
   co_return result;
@@ -325,13 +320,7 @@ asio::awaitable<json::value> Connection::shutdown() {
 
 void Connection::cancel_own_turns(const std::string& why) {
   for (const auto& [session, count] : prompting_) {
-    asio::co_spawn(
-        session->strand(),
-        [session = session, why, owner = static_cast<const void*>(this)]() -> asio::awaitable<void> {
-          session->cancel(why, owner);
-          co_return;
-        },
-        asio::detached);
+    asio::co_spawn(strand_, harness::Session::cancel_from_anywhere(session, why, this), asio::detached);
   }
 }
 

@@ -40,34 +40,7 @@ std::string Server::listen(const util::ListenUrl& url) {
     listeners_.push_back(listener);
   }
 
-  auto accept_loop = [this, listener]() -> asio::awaitable<void> {
-    for (;;) {
-      boost::system::error_code ec;
-      // Each connection gets its own strand: its reader, writer and request
-      // coroutines never run concurrently.
-      tcp::socket socket = co_await listener->acceptor.async_accept(
-          asio::make_strand(io_), asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == asio::error::operation_aborted || !listener->acceptor.is_open()) co_return;
-      if (ec) {
-        // Out of descriptors and the like: back off instead of spinning.
-        spdlog::warn("{}: accept failed: {}", listener->url, ec.message());
-        asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(100));
-        co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        continue;
-      }
-      if (listener->scheme == "ws") {
-        serve_http_or_websocket(std::move(socket), *this);
-        continue;
-      }
-      auto strand = socket.get_executor();
-      auto transport = std::make_unique<transport::NdjsonTransport>(
-          transport::make_tcp_stream(std::move(socket)), transport::TransportKind::tcp,
-          context_.config.max_frame_bytes);
-      launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_,
-                                          !context_.config.auth_token.has_value()));
-    }
-  };
-  asio::co_spawn(acceptor.get_executor(), accept_loop, [url = listener->url](std::exception_ptr e) {
+  asio::co_spawn(acceptor.get_executor(), accept_loop(listener), [url = listener->url](std::exception_ptr e) {
     if (!e) return;
     try {
       std::rethrow_exception(e);
@@ -77,6 +50,34 @@ std::string Server::listen(const util::ListenUrl& url) {
   });
   spdlog::info("listening on {}", listener->url);
   return listener->url;
+}
+
+asio::awaitable<void> Server::accept_loop(std::shared_ptr<Listener> listener) {
+  for (;;) {
+    boost::system::error_code ec;
+    // Each connection gets its own strand: its reader, writer and request
+    // coroutines never run concurrently.
+    tcp::socket socket = co_await listener->acceptor.async_accept(
+        asio::make_strand(io_), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == asio::error::operation_aborted || !listener->acceptor.is_open()) co_return;
+    if (ec) {
+      // Out of descriptors and the like: back off instead of spinning.
+      spdlog::warn("{}: accept failed: {}", listener->url, ec.message());
+      asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(100));
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    if (listener->scheme == "ws") {
+      serve_http_or_websocket(std::move(socket), *this);
+      continue;
+    }
+    auto strand = socket.get_executor();
+    auto transport = std::make_unique<transport::NdjsonTransport>(
+        transport::make_tcp_stream(std::move(socket)), transport::TransportKind::tcp,
+        context_.config.max_frame_bytes);
+    launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_,
+                                        !context_.config.auth_token.has_value()));
+  }
 }
 
 void Server::serve_stdio(std::function<void()> on_end) {

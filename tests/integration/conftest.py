@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harnessd_helpers import Daemon, harnessd_bin  # noqa: E402
+from harnessd_helpers import Daemon, harnessd_bin, hygiene  # noqa: E402
 
 
 def pytest_sessionstart(session):
@@ -29,6 +29,7 @@ class Spawner:
     def teardown(self) -> list[str]:
         crashes = []
         for d in self.daemons:
+            crashes += hygiene(d)
             rc = d.proc.poll()
             if rc is not None and rc < 0 and -rc not in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT):
                 crashes.append(f"harnessd died with signal {-rc}; stderr:\n{d.stderr()}")
@@ -45,6 +46,7 @@ def spawn(tmp_path):
     finally:
         crashes = s.teardown()
     if crashes:
+        crashes = crashes[:10]
         pytest.fail("\n".join(crashes), pytrace=False)
 
 

@@ -170,8 +170,9 @@ class Conn:
     """A client connection (stdio pipes or a TCP socket) speaking NDJSON."""
 
     def __init__(self, name: str, reader: FrameReader, write: Callable[[bytes], None],
-                 close: Callable[[], None]):
+                 close: Callable[[], None], diag: Callable[[], str] = lambda: ""):
         self.name = name
+        self.diag = diag
         self.reader = reader
         self._write = write
         self._close = close
@@ -181,19 +182,25 @@ class Conn:
 
     # -- sending ----------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
-        self._write(data)
+        self._send(data)
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self._write(data)
+        except OSError as exc:
+            raise AssertionError(f"{self.name}: write failed ({exc!r}){self.diag()}") from None
 
     def send_pieces(self, data: bytes, cuts: Iterable[int], pause: float = 0.03) -> None:
         """Send `data` split at the given byte offsets, pausing between writes."""
         last = 0
         for cut in sorted(cuts):
-            self._write(data[last:cut])
+            self._send(data[last:cut])
             time.sleep(pause)
             last = cut
-        self._write(data[last:])
+        self._send(data[last:])
 
     def send(self, obj: Any) -> None:
-        self._write(encode(obj))
+        self._send(encode(obj))
 
     def new_id(self) -> int:
         self._next_id += 1
@@ -234,9 +241,9 @@ class Conn:
             if len(self.reader.frames) > i:
                 frame = self.reader.frames[i]
             elif not ok:
-                raise AssertionError(f"{self.name}: no frame within {timeout}s")
+                raise AssertionError(f"{self.name}: no frame within {timeout}s{self.diag()}")
             else:
-                raise AssertionError(f"{self.name}: connection closed while waiting for a frame")
+                raise AssertionError(f"{self.name}: connection closed while waiting for a frame{self.diag()}")
         self.cursor = i + 1
         assert frame.error is None, f"{self.name}: daemon wrote a bad frame ({frame.error}): {frame.raw[:500]!r}"
         return frame.obj
@@ -262,7 +269,7 @@ class Conn:
         self.reader.wait(check, timeout)
         if not found:
             state = "connection closed" if self.reader.eof else f"timeout {timeout}s"
-            raise AssertionError(f"{self.name}: no {what} ({state}); last frames: {self.frames[-5:]}")
+            raise AssertionError(f"{self.name}: no {what} ({state}); last frames: {self.frames[-5:]}{self.diag()}")
         return found[0]
 
     def response(self, rid: Any, timeout: float = DEFAULT_TIMEOUT) -> dict:
@@ -292,6 +299,13 @@ class Conn:
         """Assert nothing beyond what was already consumed arrives within duration."""
         time.sleep(duration)
         extra = self.frames[self.cursor:]
+        assert not extra, f"{self.name}: unexpected frames: {extra}{self.diag()}"
+
+    def assert_no_new_frames(self, duration: float = 0.1) -> None:
+        """Assert no frame arrives within duration (counting from now)."""
+        n = len(self.frames)
+        time.sleep(duration)
+        extra = self.frames[n:]
         assert not extra, f"{self.name}: unexpected frames: {extra}"
 
     def wait_eof(self, timeout: float = DEFAULT_TIMEOUT) -> bool:
@@ -384,6 +398,13 @@ class Daemon:
             time.sleep(0.01)
         raise AssertionError(f"harnessd wrote no ready file within {timeout}s; stderr:\n{self.stderr()}")
 
+    def diag(self) -> str:
+        """Daemon state for failure messages: exit status and the tail of stderr."""
+        time.sleep(0.05)
+        rc = self.proc.poll()
+        state = "running" if rc is None else (f"killed by signal {-rc}" if rc < 0 else f"exited {rc}")
+        return f"\n[harnessd {state}; stderr tail:]\n{self.stderr()[-1500:]}"
+
     def stderr(self) -> str:
         try:
             self._stderr.flush()
@@ -468,7 +489,7 @@ class Daemon:
             except OSError:
                 pass
 
-        conn = Conn("stdio", self._stdout_reader, write, close)
+        conn = Conn("stdio", self._stdout_reader, write, close, self.diag)
         self.conns.append(conn)
         return conn
 
@@ -505,13 +526,46 @@ class Daemon:
                 pass
             sock.close()
 
-        conn = Conn(f"tcp#{n}", reader, write, close)
+        conn = Conn(f"tcp#{n}", reader, write, close, self.diag)
         self.conns.append(conn)
         return conn
 
     # -- session logs -----------------------------------------------------
     def log_path(self, session_id: str) -> Path:
         return log_path(self.session_root, session_id)
+
+
+NOTIFICATIONS = {"session.event", "subagent.started", "subagent.finished"}
+
+
+def hygiene(d: "Daemon") -> list[str]:
+    """Checks every frame a daemon wrote: valid compact JSON-RPC, never a server request,
+    at most one response per request id, nothing on stdout of a network daemon."""
+    problems = []
+    if not d.stdio and d.stdout_frames:
+        problems.append(f"TCP daemon wrote to stdout: {d.stdout_frames[:3]}")
+    for conn in d.conns:
+        seen = set()
+        for f in conn.frames:
+            o = f.obj
+            if f.error is not None:
+                problems.append(f"{conn.name}: bad frame ({f.error}): {f.raw[:200]!r}")
+                continue
+            if not isinstance(o, dict) or o.get("jsonrpc") != "2.0":
+                problems.append(f"{conn.name}: not a JSON-RPC 2.0 object: {f.raw[:200]!r}")
+            elif "method" in o:
+                if "id" in o:
+                    problems.append(f"{conn.name}: daemon sent a request: {f.raw[:200]!r}")
+                elif o["method"] not in NOTIFICATIONS:
+                    problems.append(f"{conn.name}: unknown notification: {f.raw[:200]!r}")
+            elif ("result" in o) == ("error" in o) or "id" not in o:
+                problems.append(f"{conn.name}: malformed response: {f.raw[:200]!r}")
+            elif o["id"] is not None:
+                key = repr(o["id"])
+                if key in seen:
+                    problems.append(f"{conn.name}: second response for id {o['id']!r}: {f.raw[:200]!r}")
+                seen.add(key)
+    return problems
 
 
 # ---------------------------------------------------------------------------

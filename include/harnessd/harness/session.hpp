@@ -62,6 +62,10 @@ class Session : public std::enable_shared_from_this<Session> {
   /// given). Must run on strand(). Returns whether a turn was cancelled.
   bool cancel(const std::string& why, const void* owner = nullptr);
 
+  /// cancel() from any executor: hops to the session's strand and back.
+  static boost::asio::awaitable<bool> cancel_from_anywhere(std::shared_ptr<Session> session,
+                                                           std::string why, const void* owner);
+
   // --- used by the turn loop, on strand() ---
   /// Stamps seq and time on an event, appends it to the log, updates the
   /// conversation and returns the serialized event.

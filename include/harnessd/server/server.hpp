@@ -6,6 +6,7 @@
 #include "harnessd/transport/frame_transport.hpp"
 #include "harnessd/util/listen_url.hpp"
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
@@ -46,6 +47,7 @@ class Server {
 
  private:
   struct Listener;
+  boost::asio::awaitable<void> accept_loop(std::shared_ptr<Listener> listener);
 
   boost::asio::io_context& io_;
   ServerContext& context_;
