@@ -9,8 +9,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harnessd_helpers import Daemon, harnessd_bin, hygiene  # noqa: E402
 
 
-def pytest_sessionstart(session):
-    # Fail loudly (never skip) when the binary is absent.
+@pytest.fixture(autouse=True)
+def _require_binary():
+    """Every test fails (never skips) with a clear message when the binary is absent."""
     harnessd_bin()
 
 
@@ -18,7 +19,6 @@ class Spawner:
     def __init__(self, tmp_path: Path):
         self.tmp_path = tmp_path
         self.daemons: list[Daemon] = []
-        self.killed_by_us: set[int] = set()
 
     def __call__(self, *, stdio: bool = False, args=(), session_root: Path | None = None, **kw) -> Daemon:
         root = session_root or (self.tmp_path / "sessions")

@@ -33,13 +33,14 @@ def test_turn_event_stream(spawn, transport):
     check_turn(events, turn=0)
     check_contiguous(events, first_seq=0)
     types = [e["type"] for e in events]
-    assert types == ["turn/start", "user/message", "step/start",
-                     "assistant/chunk", "assistant/chunk", "assistant/chunk", "assistant/chunk",
-                     "assistant/message", "step/end", "turn/end"], types
+    n_chunks = types.count("assistant/chunk")
+    assert types == ["turn/start", "user/message", "step/start"] + ["assistant/chunk"] * n_chunks + \
+        ["assistant/message", "step/end", "turn/end"], types
     chunks = [e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk"]
     assert chunks[0] == {"type": "block-start", "index": 0, "blockType": "text"}
-    assert chunks[-2] == {"type": "block-end", "index": 0}
+    assert {"type": "block-end", "index": 0} in chunks
     assert chunks[-1]["type"] == "finish"
+    assert all(ch["type"] in ("text-delta", "block-end", "usage") for ch in chunks[1:-1]), chunks
     assert events[1]["data"] == {"content": [{"type": "text", "text": "hello"}], "source": {"kind": "user"}}
     assert events[2]["data"] == {"turn": 0, "step": 0}
     assert events[-1]["data"] == {"turn": 0, "reason": {"kind": "completed"}}

@@ -1,0 +1,102 @@
+// Every bad-input row of the protocol (§3) as the codec decodes it.
+#include "harnessd/rpc/codec.hpp"
+
+#include <boost/json/parse.hpp>
+#include <doctest/doctest.h>
+
+using namespace harnessd::rpc;
+namespace json = boost::json;
+
+namespace {
+ErrorReply expect_error(std::string_view frame) {
+  Decoded d = decode_frame(frame);
+  REQUIRE_MESSAGE(std::holds_alternative<ErrorReply>(d), "frame: " << frame);
+  return std::get<ErrorReply>(d);
+}
+}  // namespace
+
+TEST_CASE("a well-formed request decodes with its id, method and params") {
+  Decoded d = decode_frame(R"({"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"a":1}})");
+  REQUIRE(std::holds_alternative<Request>(d));
+  const Request& r = std::get<Request>(d);
+  CHECK(r.id == json::value(7));
+  CHECK(r.method == "session/prompt");
+  CHECK(r.params.at("a") == json::value(1));
+}
+
+TEST_CASE("jsonrpc may be absent and ids may be strings; params absent reads as null") {
+  Decoded d = decode_frame(R"({"id":"abc","method":"initialize"})");
+  REQUIRE(std::holds_alternative<Request>(d));
+  CHECK(std::get<Request>(d).id == json::value("abc"));
+  CHECK(std::get<Request>(d).params.is_null());
+}
+
+TEST_CASE("not JSON and invalid UTF-8 are parse errors with a null id") {
+  for (std::string_view frame : {std::string_view("garbage"), std::string_view("{\"id\":1,"),
+                                 std::string_view("{\"id\":1,\"method\":\"\xff\xfe\"}")}) {
+    ErrorReply e = expect_error(frame);
+    CHECK(e.code == ErrorCode::parse_error);
+    CHECK(e.id.is_null());
+  }
+}
+
+TEST_CASE("JSON that is not an object is an invalid request") {
+  for (std::string_view frame : {"5", "\"text\"", "null", "true"}) {
+    ErrorReply e = expect_error(frame);
+    CHECK(e.code == ErrorCode::invalid_request);
+    CHECK(e.id.is_null());
+  }
+}
+
+TEST_CASE("batches are refused with one error") {
+  for (std::string_view frame : {"[]", R"([{"jsonrpc":"2.0","id":1,"method":"initialize"}])"}) {
+    ErrorReply e = expect_error(frame);
+    CHECK(e.code == ErrorCode::invalid_request);
+    CHECK(e.message == "batch requests are not supported");
+  }
+}
+
+TEST_CASE("a wrong jsonrpc version is refused, keeping a readable id") {
+  ErrorReply e = expect_error(R"({"jsonrpc":"1.0","id":3,"method":"initialize"})");
+  CHECK(e.code == ErrorCode::invalid_request);
+  CHECK(e.id == json::value(3));
+  CHECK(expect_error(R"({"jsonrpc":2,"id":3,"method":"x"})").code == ErrorCode::invalid_request);
+}
+
+TEST_CASE("ids of other types than string or integer are refused with a null id") {
+  for (std::string_view frame : {R"({"id":1.5,"method":"x"})", R"({"id":{},"method":"x"})",
+                                 R"({"id":true,"method":"x"})", R"({"id":null,"method":"x"})",
+                                 R"({"id":[1],"method":"x"})"}) {
+    ErrorReply e = expect_error(frame);
+    CHECK(e.code == ErrorCode::invalid_request);
+    CHECK(e.id.is_null());
+  }
+}
+
+TEST_CASE("a method that is not a string is refused with the request id") {
+  ErrorReply e = expect_error(R"({"id":9,"method":42})");
+  CHECK(e.code == ErrorCode::invalid_request);
+  CHECK(e.id == json::value(9));
+  CHECK(expect_error(R"({"id":9})").code == ErrorCode::invalid_request);
+  CHECK(expect_error(R"({})").code == ErrorCode::invalid_request);
+}
+
+TEST_CASE("client responses and notifications are ignored, never answered") {
+  CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","id":1,"result":{}})")));
+  CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","id":1,"error":{"code":1}})")));
+  CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","method":"note","params":{}})")));
+}
+
+TEST_CASE("encoded frames are compact, keep non-ASCII raw and never contain a newline") {
+  const std::string result = encode_result(json::value(1), json::object{{"text", "h\xC3\xA9\nllo"}});
+  CHECK(result == "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"h\xC3\xA9\\nllo\"}}");
+  const std::string error = encode_error({json::value("x"), ErrorCode::session_busy, "busy", json::object{{"sessionId", "s"}}});
+  CHECK(json::parse(error).at("error").at("code") == json::value(-32001));
+  CHECK(json::parse(error).at("error").at("data").at("sessionId") == json::value("s"));
+  CHECK(encode_error({nullptr, ErrorCode::parse_error, "bad", nullptr}).find("\"data\"") == std::string::npos);
+  const std::string note = encode_session_event("a\"b", R"({"type":"turn/start","seq":0})");
+  const json::value parsed = json::parse(note);
+  CHECK(parsed.at("method") == json::value("session.event"));
+  CHECK(parsed.at("params").at("sessionId") == json::value("a\"b"));
+  CHECK(parsed.at("params").at("event").at("seq") == json::value(0));
+}

@@ -1,0 +1,115 @@
+#include "harnessd/store/jsonl_store.hpp"
+
+#include <boost/json/serialize.hpp>
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+using namespace harnessd::store;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("harnessd-store-test-" + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+SessionHeader header_for(std::string id) {
+  SessionHeader h;
+  h.id = std::move(id);
+  h.created_at_ms = 1;
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("session ids map to distinct, safe file names") {
+  CHECK(session_file_name("abc-DEF_1.2") == "abc-DEF_1.2.jsonl");
+  CHECK(session_file_name("a/b") == "a%2Fb.jsonl");
+  CHECK(session_file_name("..") == "%2E..jsonl");
+  CHECK(session_file_name(".hidden") == "%2Ehidden.jsonl");
+  CHECK(session_file_name("a%2Fb") == "a%252Fb.jsonl");  // '%' itself is encoded: no collisions
+  CHECK(session_file_name("\xE4\xBD\xA0") == "%E4%BD%A0.jsonl");
+  const std::string long_id(256, '/');
+  const std::string name = session_file_name(long_id);
+  CHECK(name.size() <= 255);
+  CHECK(name != session_file_name(std::string(255, '/')));
+  CHECK(name.find('/') == std::string::npos);
+}
+
+TEST_CASE("a new log starts with the header; appends are one line each; reopen reads them back") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  {
+    SessionHeader h = header_for("s/1");
+    h.cwd = "/work";
+    auto log = store.open(h);
+    CHECK(log->take_loaded_events().empty());
+    log->append(R"({"type":"turn/start","seq":0})");
+    log->append(R"({"type":"turn/end","seq":1})");
+    log->sync();
+  }
+  const std::string content = read_all(dir.path / "s%2F1.jsonl");
+  CHECK(content.rfind(R"({"type":"session","version":0,"id":"s/1","createdAt":1,"cwd":"/work","delegationDepth":0})" "\n", 0) == 0);
+  auto log = store.open(header_for("s/1"));
+  CHECK(log->header().at("cwd") == "/work");  // the stored header wins over the new one
+  auto events = log->take_loaded_events();
+  REQUIRE(events.size() == 2);
+  CHECK(events[1].at("seq") == 1);
+}
+
+TEST_CASE("a torn last line is dropped and truncated away") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  { store.open(header_for("t"))->append(R"({"type":"turn/start","seq":0})"); }
+  const fs::path file = dir.path / "t.jsonl";
+  { std::ofstream(file, std::ios::app) << R"({"type":"assistant/chu)"; }
+  const auto torn_size = fs::file_size(file);
+  auto log = store.open(header_for("t"));
+  CHECK(log->take_loaded_events().size() == 1);
+  CHECK(fs::file_size(file) < torn_size);
+  log->append(R"({"type":"turn/end","seq":1})");
+  const std::string content = read_all(file);
+  CHECK(content.find("assistant/chu") == std::string::npos);
+  CHECK(content.substr(content.size() - 28) == "{\"type\":\"turn/end\",\"seq\":1}\n");
+}
+
+TEST_CASE("a complete but unparseable last line is dropped too") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  { store.open(header_for("u"))->append(R"({"type":"turn/start","seq":0})"); }
+  { std::ofstream(dir.path / "u.jsonl", std::ios::app) << "{not json\n"; }
+  CHECK(store.open(header_for("u"))->take_loaded_events().size() == 1);
+}
+
+TEST_CASE("corruption before the last line refuses to open rather than losing events") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  { store.open(header_for("c"))->append(R"({"type":"turn/start","seq":0})"); }
+  { std::ofstream(dir.path / "c.jsonl", std::ios::app) << "{bad\n" << R"({"type":"turn/end","seq":2})" << "\n"; }
+  CHECK_THROWS_AS(store.open(header_for("c")), std::system_error);
+}
+
+TEST_CASE("a file whose header names another id is refused") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  { std::ofstream(dir.path / "x.jsonl") << R"({"type":"session","version":0,"id":"y","createdAt":1,"delegationDepth":0})" << "\n"; }
+  CHECK_THROWS_AS(store.open(header_for("x")), std::system_error);
+}

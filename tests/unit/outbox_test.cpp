@@ -1,0 +1,92 @@
+#include "harnessd/server/outbox.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+#include <doctest/doctest.h>
+
+#include <thread>
+
+using harnessd::server::Outbox;
+namespace asio = boost::asio;
+
+namespace {
+asio::awaitable<void> produce(Outbox& box, int producer, int count) {
+  for (int i = 0; i < count; ++i) co_await box.push(std::to_string(producer) + ":" + std::to_string(i));
+}
+
+asio::awaitable<void> consume(Outbox& box, std::vector<std::string>& out, std::size_t& batches) {
+  std::vector<std::string> batch;
+  while (co_await box.take(batch)) {
+    ++batches;
+    for (auto& f : batch) out.push_back(std::move(f));
+    batch.clear();
+  }
+}
+}  // namespace
+
+TEST_CASE("frames from many strands arrive in each pusher's order, batched, under backpressure") {
+  asio::io_context io(4);
+  auto writer = asio::make_strand(io);
+  Outbox box(writer, 64);  // tiny bound: pushers must wait for the writer
+  std::vector<std::string> out;
+  std::size_t batches = 0;
+  asio::co_spawn(writer, consume(box, out, batches), asio::detached);
+  constexpr int producers = 4, per_producer = 2000;
+  int finished = 0;
+  for (int p = 0; p < producers; ++p) {
+    asio::co_spawn(asio::make_strand(io), produce(box, p, per_producer), [&](std::exception_ptr) {
+      asio::post(writer, [&] {
+        if (++finished == producers) box.close();
+      });
+    });
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { io.run(); });
+  io.run();
+  for (auto& t : threads) t.join();
+
+  REQUIRE(out.size() == producers * per_producer);
+  std::vector<int> next(producers, 0);
+  for (const std::string& frame : out) {
+    const int p = std::stoi(frame.substr(0, frame.find(':')));
+    const int i = std::stoi(frame.substr(frame.find(':') + 1));
+    CHECK(i == next[p]);
+    next[p] = i + 1;
+  }
+  CHECK(batches < out.size());
+}
+
+TEST_CASE("after close, pushes are refused; after abort, queued frames are dropped") {
+  asio::io_context io;
+  Outbox box(io.get_executor(), 1024);
+  bool accepted_before = false, accepted_after = true;
+  std::vector<std::string> taken;
+  bool more = true;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    accepted_before = co_await box.push("a");
+    box.close();
+    accepted_after = co_await box.push("b");
+    more = co_await box.take(taken);
+    co_return;
+  }, asio::detached);
+  io.run();
+  CHECK(accepted_before);
+  CHECK_FALSE(accepted_after);
+  CHECK(more);
+  CHECK(taken == std::vector<std::string>{"a"});
+
+  asio::io_context io2;
+  Outbox aborted(io2.get_executor(), 1024);
+  bool got = true;
+  std::vector<std::string> none;
+  asio::co_spawn(io2, [&]() -> asio::awaitable<void> {
+    co_await aborted.push("x");
+    aborted.abort();
+    got = co_await aborted.take(none);
+  }, asio::detached);
+  io2.run();
+  CHECK_FALSE(got);
+  CHECK(none.empty());
+}

@@ -1,0 +1,61 @@
+#include "harnessd/rpc/params.hpp"
+
+#include "harnessd/rpc/error_code.hpp"
+
+#include <boost/json/parse.hpp>
+#include <doctest/doctest.h>
+
+using namespace harnessd::rpc;
+namespace json = boost::json;
+
+namespace {
+std::string invalid_params_message(auto parse, std::string_view params) {
+  try {
+    parse(json::parse(params));
+  } catch (const RpcError& e) {
+    CHECK(e.code() == ErrorCode::invalid_params);
+    return e.what();
+  }
+  FAIL("no error for " << params);
+  return {};
+}
+}  // namespace
+
+TEST_CASE("prompt params: every invalid field is named") {
+  auto parse = [](const json::value& v) { return parse_prompt_params(v); };
+  CHECK(invalid_params_message(parse, "[]") == "params must be an object");
+  CHECK(invalid_params_message(parse, "{}") == "params.sessionId is required");
+  CHECK(invalid_params_message(parse, R"({"sessionId":5})") == "params.sessionId must be a string");
+  CHECK(invalid_params_message(parse, R"({"sessionId":""})") == "params.sessionId must not be empty");
+  CHECK(invalid_params_message(parse, R"({"sessionId":")" + std::string(257, 'x') + R"("})") ==
+        "params.sessionId must be at most 256 bytes");
+  CHECK(invalid_params_message(parse, R"({"sessionId":"s"})") == "params.contentBlocks is required");
+  CHECK(invalid_params_message(parse, R"({"sessionId":"s","contentBlocks":[]})") ==
+        "params.contentBlocks must not be empty");
+  CHECK(invalid_params_message(parse, R"({"sessionId":"s","contentBlocks":[{"type":"image"}]})")
+            .find("params.contentBlocks[0].type") == 0);
+  CHECK(invalid_params_message(parse, R"({"sessionId":"s","contentBlocks":[{"type":"text"}]})") ==
+        "params.contentBlocks[0].text must be a string");
+}
+
+TEST_CASE("prompt params: valid input keeps only the known fields") {
+  PromptParams p = parse_prompt_params(json::parse(
+      R"({"sessionId":"s","contentBlocks":[{"type":"text","text":"hi","extra":1}]})"));
+  CHECK(p.session_id == "s");
+  CHECK(p.content_blocks.size() == 1);
+  CHECK_FALSE(p.content_blocks[0].as_object().contains("extra"));
+}
+
+TEST_CASE("initialize params are all optional and validated when present") {
+  InitializeParams empty = parse_initialize_params(nullptr);
+  CHECK_FALSE(empty.provider.has_value());
+  auto parse = [](const json::value& v) { return parse_initialize_params(v); };
+  CHECK(invalid_params_message(parse, R"({"maxTokens":0})") == "params.maxTokens must be a positive integer");
+  CHECK(invalid_params_message(parse, R"({"maxTokens":1.5})") == "params.maxTokens must be an integer");
+  CHECK(invalid_params_message(parse, R"({"provider":1})") == "params.provider must be a string");
+  CHECK(invalid_params_message(parse, R"({"clientInfo":"x"})") == "params.clientInfo must be an object");
+  InitializeParams full = parse_initialize_params(json::parse(
+      R"({"cwd":"/tmp","provider":"scripted","model":"m","maxTokens":10,"protocolVersion":1,"authToken":"t"})"));
+  CHECK(*full.max_tokens == 10);
+  CHECK(*full.auth_token == "t");
+}

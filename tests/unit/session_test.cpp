@@ -1,0 +1,184 @@
+// The turn loop over a real io_context, a real JSONL store and a sink that
+// records what a connection would have been sent.
+#include "harnessd/harness/session_registry.hpp"
+#include "harnessd/harness/turn_status.hpp"
+#include "harnessd/llm/scripted_provider.hpp"
+#include "harnessd/store/jsonl_store.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json/parse.hpp>
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+using namespace harnessd;
+namespace asio = boost::asio;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RecordingSink final : harness::EventSink {
+  std::vector<std::pair<std::string, json::object>> events;
+  std::vector<std::string> notes;
+  asio::awaitable<void> on_event(std::string_view id, std::string_view event) override {
+    events.emplace_back(std::string(id), json::parse(event).as_object());
+    co_return;
+  }
+  asio::awaitable<void> on_subagent_started(std::string_view, std::string_view child) override {
+    notes.push_back("started " + std::string(child));
+    co_return;
+  }
+  asio::awaitable<void> on_subagent_finished(json::object info) override {
+    notes.push_back("finished " + std::string(info.at("status").as_string()));
+    co_return;
+  }
+};
+
+struct Fixture {
+  fs::path root = fs::temp_directory_path() / ("harnessd-session-test-" + std::to_string(std::random_device{}()));
+  store::JsonlStore store{root};
+  llm::ScriptedProvider provider;
+  ~Fixture() { fs::remove_all(root); }
+
+  harness::PromptInput input(std::string text) {
+    harness::PromptInput in;
+    in.content = json::array{json::object{{"type", "text"}, {"text", text}}};
+    in.provider = &provider;
+    in.model = "scripted-1";
+    return in;
+  }
+};
+
+asio::awaitable<harness::PromptOutcome> prompt_on(std::shared_ptr<harness::Session> session,
+                                                  harness::PromptInput input, harness::EventSink& sink) {
+  harness::PromptOutcome outcome =
+      co_await asio::co_spawn(session->strand(), session->prompt(std::move(input), sink), asio::use_awaitable);
+  co_return outcome;
+}
+
+harness::PromptOutcome run_prompt(asio::io_context& io, std::shared_ptr<harness::Session> session,
+                                  harness::PromptInput input, harness::EventSink& sink) {
+  auto future = asio::co_spawn(io, prompt_on(session, std::move(input), sink), asio::use_future);
+  io.restart();
+  io.run();
+  return future.get();
+}
+
+std::vector<std::string> types_of(const RecordingSink& sink) {
+  std::vector<std::string> out;
+  for (const auto& [id, event] : sink.events) out.emplace_back(event.at("type").as_string());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a turn emits the protocol's events in order with contiguous seq") {
+  Fixture f;
+  asio::io_context io;
+  harness::SessionRegistry registry(io.get_executor(), f.store, {});
+  RecordingSink sink;
+  auto outcome = run_prompt(io, registry.get_or_create("s"), f.input("@chunks 2 3"), sink);
+  CHECK(outcome.reason.at("kind") == "completed");
+  CHECK(outcome.final_text == "aaabbb");
+  CHECK(types_of(sink) == std::vector<std::string>{"turn/start", "user/message", "step/start", "assistant/chunk",
+                                                   "assistant/chunk", "assistant/chunk", "assistant/chunk",
+                                                   "assistant/chunk", "assistant/message", "step/end", "turn/end"});
+  for (std::size_t i = 0; i < sink.events.size(); ++i) CHECK(sink.events[i].second.at("seq") == i);
+
+  RecordingSink second;
+  run_prompt(io, registry.get_or_create("s"), f.input("hi"), second);
+  CHECK(second.events.front().second.at("seq") == sink.events.size());
+  CHECK(second.events.front().second.at("data").at("turn") == 1);
+}
+
+TEST_CASE("a busy session answers busy at once; cancel settles the turn as aborted") {
+  Fixture f;
+  asio::io_context io;
+  harness::SessionRegistry registry(io.get_executor(), f.store, {});
+  auto session = registry.get_or_create("busy");
+  RecordingSink first, second;
+  auto running = asio::co_spawn(io, prompt_on(session, f.input("@delay 5000\n@chunks 3 1"), first), asio::use_future);
+  auto rejected = asio::co_spawn(io, prompt_on(session, f.input("hi"), second), asio::use_future);
+  asio::steady_timer timer(io, std::chrono::milliseconds(50));
+  timer.async_wait([&](auto) {
+    asio::co_spawn(io, harness::Session::cancel_from_anywhere(session, "cancelled", nullptr), asio::detached);
+  });
+  io.run();
+  CHECK(rejected.get().busy);
+  CHECK(second.events.empty());
+  const auto outcome = running.get();
+  CHECK(outcome.reason.at("kind") == "aborted");
+  CHECK(outcome.reason.at("reason") == "cancelled");
+  CHECK(first.events.back().second.at("type") == "turn/end");
+  CHECK(registry.stats().overlap_rejections == 1);
+}
+
+TEST_CASE("a log that ends inside a turn is closed with an interrupted turn/end on load") {
+  Fixture f;
+  {
+    asio::io_context io;
+    harness::SessionRegistry registry(io.get_executor(), f.store, {});
+    RecordingSink sink;
+    run_prompt(io, registry.get_or_create("r"), f.input("hello"), sink);
+  }
+  // Simulate a crash mid-turn: a turn/start and a torn line after the last turn/end.
+  {
+    std::ofstream out(f.root / "r.jsonl", std::ios::app);
+    out << R"({"type":"turn/start","seq":10,"time":1,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}})" "\n";
+    out << R"({"type":"user/mess)";
+  }
+  asio::io_context io;
+  harness::SessionRegistry registry(io.get_executor(), f.store, {});
+  RecordingSink sink;
+  auto outcome = run_prompt(io, registry.get_or_create("r"), f.input("again"), sink);
+  CHECK(outcome.reason.at("kind") == "completed");
+  CHECK(sink.events.front().second.at("seq") == 12);  // 11 is the appended interrupted turn/end
+  CHECK(sink.events.front().second.at("data").at("turn") == 2);
+
+  std::ifstream in(f.root / "r.jsonl");
+  std::string line;
+  std::vector<json::object> lines;
+  while (std::getline(in, line)) lines.push_back(json::parse(line).as_object());
+  REQUIRE(lines.size() > 12);
+  CHECK(lines[12].at("type") == "turn/end");
+  CHECK(lines[12].at("data").at("reason").at("kind") == "interrupted");
+  CHECK(lines[12].at("seq") == 11);
+}
+
+TEST_CASE("the subagent tool runs a child session and reports its answer") {
+  Fixture f;
+  asio::io_context io;
+  harness::SessionRegistry registry(io.get_executor(), f.store, {});
+  RecordingSink sink;
+  auto outcome = run_prompt(io, registry.get_or_create("parent"), f.input("@subagent @reply inner"), sink);
+  CHECK(outcome.reason.at("kind") == "completed");
+  CHECK(outcome.final_text == "subagent said: inner");
+  REQUIRE(sink.notes.size() == 2);
+  CHECK(sink.notes[1] == "finished ok");
+  const std::string child = sink.notes[0].substr(8);
+  std::size_t child_events = 0;
+  for (const auto& [id, event] : sink.events) child_events += id == child;
+  CHECK(child_events > 0);
+  auto child_session = registry.find(child);
+  REQUIRE(child_session);
+  CHECK(child_session->delegation_depth() == 1);
+}
+
+TEST_CASE("the model error directive ends the turn with an error reason") {
+  Fixture f;
+  asio::io_context io;
+  harness::SessionRegistry registry(io.get_executor(), f.store, {});
+  RecordingSink sink;
+  auto outcome = run_prompt(io, registry.get_or_create("e"), f.input("@error boom"), sink);
+  CHECK(outcome.reason.at("kind") == "error");
+  CHECK(outcome.reason.at("message") == "boom");
+  CHECK(harness::status_for(outcome.reason, false) == "error");
+}
