@@ -150,7 +150,8 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
   // After the subagent tool ran, the model's next step reports its answer.
   if (!messages.empty() && messages.back().role == ChatMessage::Role::tool) {
     {
-      ModelResult result = co_await stream_text("subagent said: " + messages.back().text, 0, sink, cancel, "stop");
+      const std::string answer = "subagent said: " + messages.back().text;
+      ModelResult result = co_await stream_text(answer, 0, sink, cancel, "stop");
       co_return result;
     }
   }

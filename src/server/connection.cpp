@@ -91,10 +91,14 @@ asio::awaitable<void> Connection::run() {
     if (read.kind == transport::ReadResult::Kind::oversized) {
       spdlog::warn("{}: frame over {} bytes refused", peer_, context_.config.max_frame_bytes);
       context_.metrics.request_answered("other", static_cast<int>(ErrorCode::invalid_request));
-      co_await push(rpc::encode_error({nullptr, ErrorCode::invalid_request,
-                                       "Invalid Request: frame exceeds " +
-                                           std::to_string(context_.config.max_frame_bytes) + " bytes",
-                                       nullptr}));
+      // Built outside the co_await: GCC 12 double-frees temporaries that
+      // live across a suspension point.
+      const rpc::ErrorReply oversized{nullptr, ErrorCode::invalid_request,
+                                      "Invalid Request: frame exceeds " +
+                                          std::to_string(context_.config.max_frame_bytes) + " bytes",
+                                      nullptr};
+      std::string frame = rpc::encode_error(oversized);
+      co_await push(std::move(frame));
       continue;
     }
     context_.metrics.bytes_read(read.frame.size());
@@ -104,7 +108,8 @@ asio::awaitable<void> Connection::run() {
       asio::co_spawn(strand_, handle(std::move(*request)), asio::detached);
     } else if (auto* error = std::get_if<rpc::ErrorReply>(&decoded)) {
       context_.metrics.request_answered("other", static_cast<int>(error->code));
-      co_await push(rpc::encode_error(*error));
+      std::string frame = rpc::encode_error(*error);
+      co_await push(std::move(frame));
     } else {
       spdlog::debug("{}: ignored a response or notification frame", peer_);
     }
@@ -312,8 +317,11 @@ asio::awaitable<json::value> Connection::cancel(const json::value& params) {
 
 asio::awaitable<json::value> Connection::shutdown() {
   shutting_down_ = true;
-  // Running turns settle and their responses are queued before this answer.
-  while (running_prompts_ > 0) co_await progress_->wait();
+  ++shutdowns_inflight_;
+  // Every other request (running turns included) is answered first, so
+  // this answer is the connection's last frame.
+  while (inflight_ > shutdowns_inflight_) co_await progress_->wait();
+  --shutdowns_inflight_;
   json::object result;
   co_return result;
 }

@@ -76,6 +76,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writer_done_ = false;
   std::size_t inflight_ = 0;
   std::size_t running_prompts_ = 0;
+  std::size_t shutdowns_inflight_ = 0;
   llm::Provider* provider_ = nullptr;
   std::string model_;
   std::optional<std::int64_t> max_tokens_;
