@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package harnessd needs to build, test and run.
-# Used by .ci/run and by the README's set-up commands; safe to run twice.
+# --browser also installs Chromium and Node.js and the npm packages of the
+# browser test and the benchmark peers (from their package-lock.json files).
+# Safe to run again; used by .ci/run and the README's commands.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+browser=0
+[ "${1:-}" = "--browser" ] && browser=1
+
 SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
+packages=(build-essential cmake ninja-build ccache pkg-config git ca-certificates
+  libboost1.81-dev libboost-json1.81-dev
+  libssl-dev doctest-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
+  python3 python3-pytest procps curl)
+[ "$browser" = 1 ] && packages+=(chromium nodejs npm)
 $SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends \
-  build-essential cmake ninja-build ccache pkg-config git ca-certificates \
-  libboost1.81-dev libboost-json1.81-dev \
-  libssl-dev doctest-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev \
-  python3 python3-pytest python3-websockets \
-  procps curl
-if [ "${HARNESSD_BROWSER_DEPS:-0}" = "1" ]; then
-  $SUDO apt-get install -y -q --no-install-recommends chromium nodejs npm
+$SUDO apt-get install -y -q --no-install-recommends "${packages[@]}"
+if [ "$browser" = 1 ]; then
+  (cd tests/browser && npm ci --no-audit --no-fund)
+  (cd bench/peers/node-reference && npm ci --no-audit --no-fund)
 fi

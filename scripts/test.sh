@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds harnessd and runs every test suite: unit, black-box (stdio, TCP,
+# WebSocket), Python SDK, browser. Usage: scripts/test.sh [--no-deps] [--sanitizers]
+#   --no-deps     skip the apt/npm install step (already done on this machine)
+#   --sanitizers  also build and run the suites under ASan+UBSan and TSan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+deps=1 sanitizers=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-deps) deps=0 ;;
+    --sanitizers) sanitizers=1 ;;
+    *) echo "usage: scripts/test.sh [--no-deps] [--sanitizers]" >&2; exit 2 ;;
+  esac
+done
+[ "$deps" = 1 ] && bash scripts/install-deps.sh --browser
+
+start=$(date +%s)
+cmake --preset ci
+cmake --build --preset ci
+echo "release build: $(( $(date +%s) - start )) s"
+ctest --preset ci
+
+if [ "$sanitizers" = 1 ]; then
+  for preset in asan tsan; do
+    start=$(date +%s)
+    cmake --preset "$preset"
+    cmake --build --preset "$preset"
+    echo "$preset build: $(( $(date +%s) - start )) s"
+    # The browser test drives the same daemon code over the same sockets as
+    # the WebSocket suite; under sanitizers it only adds Chromium's run time.
+    ctest --preset "$preset" -LE 'browser|bench|mock'
+  done
+fi
