@@ -1,2 +1,4 @@
-// Compiles Asio once for the whole project (BOOST_ASIO_SEPARATE_COMPILATION).
+// Compiles Asio (and its OpenSSL layer) once for the whole project
+// (BOOST_ASIO_SEPARATE_COMPILATION).
 #include <boost/asio/impl/src.hpp>
+#include <boost/asio/ssl/impl/src.hpp>

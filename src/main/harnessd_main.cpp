@@ -1,6 +1,7 @@
 // harnessd: serves LLM agent sessions over directional JSON-RPC 2.0 on
 // stdio, TCP and WebSocket. This file only wires flags to the layers.
 #include "harnessd/harness/session_registry.hpp"
+#include "harnessd/llm/deepseek_provider.hpp"
 #include "harnessd/llm/provider.hpp"
 #include "harnessd/llm/scripted_provider.hpp"
 #include "harnessd/server/metrics.hpp"
@@ -50,6 +51,12 @@ struct Options {
   unsigned ws_idle_timeout_ms = 60'000;
   bool ws_deflate = false;
   std::size_t ws_deflate_threshold = 1024;
+  unsigned model_connect_timeout_ms = 10'000;
+  unsigned model_first_byte_timeout_ms = 60'000;
+  unsigned model_idle_timeout_ms = 60'000;
+  int model_attempts = 3;
+  unsigned model_retry_delay_ms = 500;
+  std::string system_prompt = "You are a helpful assistant.";
 };
 
 std::string env_or(const char* name, std::string fallback) {
@@ -96,12 +103,24 @@ int run(const Options& options) {
   }
 
   llm::ProviderRegistry providers;
+  asio::io_context io(static_cast<int>(options.threads));
   providers.add(std::make_shared<llm::ScriptedProvider>());
+  llm::DeepSeekConfig deepseek = llm::deepseek_config_from_env();
+  if (!deepseek.api_key.empty()) {
+    deepseek.connect_timeout = std::chrono::milliseconds(options.model_connect_timeout_ms);
+    deepseek.first_byte_timeout = std::chrono::milliseconds(options.model_first_byte_timeout_ms);
+    deepseek.idle_timeout = std::chrono::milliseconds(options.model_idle_timeout_ms);
+    deepseek.max_attempts = options.model_attempts;
+    deepseek.retry_base_delay = std::chrono::milliseconds(options.model_retry_delay_ms);
+    deepseek.system_prompt = options.system_prompt;
+    spdlog::info("deepseek provider enabled ({})", deepseek.base_url);  // the key is never logged
+    providers.add(std::make_shared<llm::DeepSeekProvider>(io.get_executor(), std::move(deepseek)));
+  }
   if (providers.find(options.provider) == nullptr) {
-    throw std::runtime_error("--provider " + options.provider + " is not available");
+    throw std::runtime_error("--provider " + options.provider + " is not available" +
+                             (options.provider == "deepseek" ? " (set DEEPSEEK_API_KEY)" : ""));
   }
 
-  asio::io_context io(static_cast<int>(options.threads));
   harness::HarnessOptions harness_options;
   harness_options.max_tokens_as_success = options.max_tokens_as_success;
   harness::SessionRegistry sessions(io.get_executor(), *store, harness_options);
@@ -189,7 +208,8 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  harnessd                                  # ws://127.0.0.1:7878 (web UI, /healthz, /metrics) + tcp://127.0.0.1:7879\n"
       "  harnessd --stdio                          # one client on stdin/stdout (logs go to stderr)\n"
-      "  harnessd --listen tcp://127.0.0.1:0 --ready-file ready.json\n",
+      "  harnessd --listen tcp://127.0.0.1:0 --ready-file ready.json\n"
+      "  DEEPSEEK_API_KEY=sk-... harnessd --provider deepseek   # real model (DEEPSEEK_BASE_URL to override)\n",
       "harnessd"};
   app.set_version_flag("--version", std::string("harnessd ") + util::version);
   app.add_flag("--stdio", options.stdio, "Serve one client on stdin/stdout (NDJSON); exit when it is done");
@@ -226,6 +246,18 @@ int main(int argc, char** argv) {
   app.add_flag("--ws-deflate", options.ws_deflate, "Enable permessage-deflate on WebSocket");
   app.add_option("--ws-deflate-threshold", options.ws_deflate_threshold,
                  "With --ws-deflate, compress messages of at least this many bytes (default 1024)");
+  app.add_option("--system-prompt", options.system_prompt, "System prompt sent to the deepseek provider");
+  app.add_option("--model-connect-timeout-ms", options.model_connect_timeout_ms,
+                 "deepseek: connect + TLS handshake deadline (default 10000)");
+  app.add_option("--model-first-byte-timeout-ms", options.model_first_byte_timeout_ms,
+                 "deepseek: deadline for the response headers (default 60000)");
+  app.add_option("--model-idle-timeout-ms", options.model_idle_timeout_ms,
+                 "deepseek: longest silence inside a stream (default 60000)");
+  app.add_option("--model-attempts", options.model_attempts,
+                 "deepseek: tries for 429/5xx/connect failures before anything streamed (default 3)")
+      ->check(CLI::Range(1, 10));
+  app.add_option("--model-retry-delay-ms", options.model_retry_delay_ms,
+                 "deepseek: first retry delay, doubled per attempt (default 500)");
   app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error or off (default info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   CLI11_PARSE(app, argc, argv);

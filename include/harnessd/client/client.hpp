@@ -1,0 +1,166 @@
+// The C++ client of the directional protocol (PROTOCOL.md): it only sends
+// requests, matches responses by the ids it generated and hands notifications
+// to per-session subscribers. It cannot send a notification or answer a request.
+#pragma once
+
+#include "harnessd/client/client_transport.hpp"
+#include "harnessd/client/errors.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace harnessd::client {
+
+namespace detail {
+class ClientCore;
+}
+
+/// One notification from the daemon, as received.
+struct Notification {
+  std::string method;          ///< "session.event", "subagent.started", ...
+  boost::json::object params;  ///< always an object (other frames are dropped)
+  std::string raw;             ///< the frame exactly as it arrived
+  std::uint64_t frame_index = 0;  ///< position among all frames this client received
+};
+
+/// A response to one of our requests: `error` is set, or `result` is.
+struct Response {
+  boost::json::value result;
+  struct Error {
+    int code = 0;
+    std::string message;
+    boost::json::value data;
+  };
+  std::optional<Error> error;
+  std::string raw;
+  std::uint64_t frame_index = 0;
+};
+
+struct InitializeOptions {
+  std::optional<std::string> cwd;
+  std::optional<std::string> provider;
+  std::optional<std::string> model;
+  std::optional<std::int64_t> max_tokens;
+  std::optional<std::string> client_name = "harnessd-cpp-client";
+  std::optional<std::string> client_version;
+  std::optional<std::int64_t> protocol_version = 1;
+  std::optional<std::string> auth_token;
+};
+
+struct InitializeResult {
+  std::string server_name;  ///< wire-stable "deepseek-harness-sdk-runtime"
+  std::string server_version;
+  std::int64_t protocol_version = 0;
+  boost::json::object raw;  ///< the whole result, capabilities included
+};
+
+/// The validated answer to session/prompt.
+struct SessionPromptResponse {
+  std::string status;          ///< "ok", "error" or "aborted"
+  boost::json::object reason;  ///< TurnEndReason; reason.at("kind") is a string
+};
+
+/// Throws ProtocolError unless `result` is {status: ok|error|aborted,
+/// reason: {kind: STRING, ...}}.
+SessionPromptResponse parse_session_prompt_result(const boost::json::value& result);
+
+/// Frame counters, for diagnostics and tests.
+struct ClientStats {
+  std::uint64_t frames = 0;            ///< every frame read
+  std::uint64_t notifications = 0;
+  std::uint64_t responses = 0;         ///< matched to a pending request
+  std::uint64_t server_requests = 0;   ///< frames with id and method: ignored
+  std::uint64_t unknown_ids = 0;       ///< responses nobody waits for: ignored
+  std::uint64_t malformed = 0;         ///< not JSON, not an object, oversized...: ignored
+};
+
+using NotificationHandler = std::function<void(const Notification&)>;
+
+/// Removes its subscription when destroyed or reset(). Move-only.
+class Subscription {
+ public:
+  Subscription() = default;
+  Subscription(Subscription&& other) noexcept;
+  Subscription& operator=(Subscription&& other) noexcept;
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+  ~Subscription();
+
+  void reset();
+  explicit operator bool() const noexcept { return id_ != 0; }
+
+ private:
+  friend class Client;
+  Subscription(std::weak_ptr<detail::ClientCore> core, std::uint64_t id) : core_(std::move(core)), id_(id) {}
+  std::weak_ptr<detail::ClientCore> core_;
+  std::uint64_t id_ = 0;
+};
+
+/// A connection to one daemon.
+///
+/// Threading: the client lives on the executor it was created with, which
+/// must not run handlers concurrently (a single-threaded io_context or a
+/// strand). Await its coroutines from that executor; subscribers are called
+/// there too, in frame order, from the reader (keep them short). subscribe()
+/// and Subscription::reset() may be called from any thread.
+///
+/// Lifetime: destroying the Client closes the connection at once (pending
+/// requests fail with TransportClosed); close() does it gracefully. The
+/// executor's context must outlive the Client.
+class Client {
+ public:
+  Client(boost::asio::any_io_executor executor, std::unique_ptr<ClientTransport> transport);
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  /// `initialize`; throws RpcError (e.g. unknown provider) or ProtocolError.
+  boost::asio::awaitable<InitializeResult> initialize(InitializeOptions options);
+
+  /// Sends a request and returns its result; throws RpcError for an error
+  /// response, TransportClosed when the connection ends first.
+  boost::asio::awaitable<boost::json::value> request(std::string method, boost::json::value params);
+
+  /// Like request() but returns error responses as values, with the raw frame.
+  boost::asio::awaitable<Response> call(std::string method, boost::json::value params);
+
+  /// `session/prompt` with one text block. Resolves after the turn settled
+  /// (every notification of the turn has been delivered by then).
+  boost::asio::awaitable<SessionPromptResponse> session_prompt(std::string session_id, std::string text);
+
+  /// `session/cancel`; true when a running turn was cancelled.
+  boost::asio::awaitable<bool> session_cancel(std::string session_id);
+
+  /// `shutdown`: the daemon lets this connection's turns settle, then answers.
+  boost::asio::awaitable<void> shutdown();
+
+  /// Calls `handler` for every notification whose params.sessionId,
+  /// params.parentSessionId or params.childSessionId is `session_id`, and
+  /// for those of child sessions announced by subagent.started while the
+  /// subscription lives (so a turn's subagents are seen too).
+  Subscription subscribe(std::string session_id, NotificationHandler handler);
+
+  /// Fails every pending request with TransportClosed, then closes the
+  /// transport gracefully. Idempotent.
+  boost::asio::awaitable<void> close();
+
+  /// True once the connection ended or close() began.
+  bool closed() const;
+  ClientStats stats() const;
+  const boost::asio::any_io_executor& executor() const;
+
+ private:
+  std::shared_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace harnessd::client

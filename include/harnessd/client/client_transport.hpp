@@ -1,0 +1,93 @@
+// How a Client reaches a daemon: a spawned `harnessd --stdio` child over two
+// pipes, a TCP socket (NDJSON) or a WebSocket. The Client only sees whole
+// frames; this header never includes Beast.
+#pragma once
+
+#include "harnessd/transport/frame_transport.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace harnessd::client {
+
+using transport::ReadResult;
+
+/// Frames in, batches of frames out. Used from one executor only (the
+/// Client's); one read and one write may be in flight at the same time.
+class ClientTransport {
+ public:
+  virtual ~ClientTransport() = default;
+
+  /// The next frame; `end` once the peer is gone or the transport was closed.
+  virtual boost::asio::awaitable<ReadResult> read_frame() = 0;
+
+  /// Writes every frame in order. Throws boost::system::system_error on failure.
+  virtual boost::asio::awaitable<void> write_frames(std::span<const std::string> frames) = 0;
+
+  /// Ends the connection gracefully (close handshake; for a child: stdin EOF,
+  /// then a bounded wait for it to exit, escalating to SIGTERM and SIGKILL).
+  virtual boost::asio::awaitable<void> close() = 0;
+
+  /// Closes at once; pending reads and writes fail.
+  virtual void force_close() = 0;
+
+  /// Called after read_frame() returned `end`: why the connection ended,
+  /// e.g. "harnessd (pid 12) exited with status 1". May wait briefly.
+  virtual boost::asio::awaitable<std::string> end_reason() = 0;
+
+  /// "stdio:harnessd[pid]", "tcp://127.0.0.1:7879", ... for messages.
+  virtual std::string describe() const = 0;
+};
+
+/// Largest frame a client accepts from the daemon; longer lines are dropped.
+inline constexpr std::size_t default_client_max_frame_bytes = 64 * 1024 * 1024;
+
+struct SpawnOptions {
+  /// Path of the daemon binary; a name without '/' is looked up in PATH.
+  std::string program = "harnessd";
+  /// Arguments after `--stdio`, e.g. {"--store", "memory"}.
+  std::vector<std::string> args;
+  /// How long close() waits for the child after stdin EOF before SIGTERM
+  /// (and as long again before SIGKILL).
+  std::chrono::milliseconds exit_grace{3000};
+};
+
+/// Starts `program --stdio args...` with its stdin and stdout on pipes; its
+/// stderr is inherited. The child runs in its own process group, so a Ctrl-C
+/// at the terminal reaches the client, not the daemon. Throws
+/// std::system_error when the program cannot be started.
+std::unique_ptr<ClientTransport> spawn_stdio(const boost::asio::any_io_executor& executor,
+                                             const SpawnOptions& options);
+
+/// A parsed `tcp://HOST:PORT` or `ws://HOST:PORT[/PATH][?QUERY]`.
+struct ServerUrl {
+  std::string scheme;  ///< "tcp" or "ws"
+  std::string host;    ///< without brackets for IPv6
+  std::uint16_t port = 0;
+  std::string target = "/";  ///< ws only: path and query of the upgrade request
+};
+
+/// Throws std::invalid_argument with a message meant for the user.
+ServerUrl parse_server_url(std::string_view url);
+
+/// Connects to a tcp:// or ws:// URL. Throws boost::system::system_error when
+/// the connection or the WebSocket handshake fails.
+boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_url(boost::asio::any_io_executor executor,
+                                                                     std::string url);
+
+boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_tcp(boost::asio::any_io_executor executor,
+                                                                     std::string host, std::uint16_t port);
+
+/// Defined in the one file that includes Beast.
+boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(boost::asio::any_io_executor executor,
+                                                                           ServerUrl url);
+
+}  // namespace harnessd::client

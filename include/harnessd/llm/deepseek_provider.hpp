@@ -1,0 +1,49 @@
+// The `deepseek` provider: OpenAI-compatible chat completions streamed over
+// HTTPS (or plain HTTP for local servers), for DeepSeek or any compatible
+// endpoint. Beast stays inside its .cpp.
+#pragma once
+
+#include "harnessd/llm/provider.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace harnessd::llm {
+
+struct DeepSeekConfig {
+  std::string api_key;                              ///< never logged
+  std::string base_url = "https://api.deepseek.com";
+  std::string default_model = "deepseek-chat";
+  std::string system_prompt = "You are a helpful assistant.";
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds first_byte_timeout{60'000};
+  std::chrono::milliseconds idle_timeout{60'000};   ///< longest silence inside a stream
+  int max_attempts = 3;                             ///< for 429/5xx before any byte streamed
+  std::chrono::milliseconds retry_base_delay{500};  ///< doubled per attempt
+  std::size_t max_idle_connections = 16;
+};
+
+/// Reads DEEPSEEK_API_KEY and DEEPSEEK_BASE_URL; nullopt-like empty key when unset.
+DeepSeekConfig deepseek_config_from_env();
+
+class DeepSeekProvider final : public Provider {
+ public:
+  /// Throws std::invalid_argument for a base URL it cannot use.
+  DeepSeekProvider(boost::asio::any_io_executor executor, DeepSeekConfig config);
+  ~DeepSeekProvider() override;
+
+  std::string_view name() const override { return "deepseek"; }
+  std::string default_model() const override { return config_.default_model; }
+  boost::asio::awaitable<ModelResult> stream(const ModelRequest& request, ChunkSink& sink,
+                                             CancelScope& cancel) override;
+
+ private:
+  struct Impl;
+  DeepSeekConfig config_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace harnessd::llm

@@ -1,0 +1,54 @@
+// The OpenAI-compatible chat completions format (DeepSeek and others):
+// request bodies built from a conversation, and the streamed chunks turned
+// into the protocol's assistant/chunk objects.
+#pragma once
+
+#include "harnessd/llm/chat.hpp"
+
+#include <boost/json/object.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace harnessd::llm::openai {
+
+/// The JSON body of POST /chat/completions with `stream: true`.
+boost::json::object build_request_body(const ModelRequest& request, std::string_view system_prompt);
+
+/// Folds `data:` payloads of one streamed response into protocol chunks.
+class StreamDecoder {
+ public:
+  /// One `data:` payload. Returns false once the stream has said [DONE].
+  /// Throws std::runtime_error on a payload that is not a chunk object.
+  bool on_data(std::string_view data, std::vector<boost::json::object>& chunks);
+
+  /// Closes open blocks and emits usage and finish; call once after [DONE].
+  void finish(std::vector<boost::json::object>& chunks);
+
+  bool done() const noexcept { return done_; }
+  /// The provider's finish_reason ("stop", "tool_calls", "length", ...).
+  const std::optional<std::string>& finish_reason() const noexcept { return finish_reason_; }
+  bool received_any() const noexcept { return received_any_; }
+
+ private:
+  int block_for(std::string_view kind, int tool_index, std::string_view block_type,
+                std::vector<boost::json::object>& chunks);
+
+  struct OpenBlock {
+    std::string kind;  // "text", "reasoning" or "tool"
+    int tool_index;
+    int index;
+  };
+  std::vector<OpenBlock> blocks_;
+  std::optional<std::string> finish_reason_;
+  std::optional<boost::json::object> usage_;
+  bool done_ = false;
+  bool received_any_ = false;
+};
+
+/// Maps an OpenAI finish_reason to ours; nullopt for reasons that are errors.
+std::optional<FinishReason> map_finish_reason(std::string_view reason);
+
+}  // namespace harnessd::llm::openai

@@ -1,0 +1,408 @@
+// One model call = one POST /chat/completions with stream:true. Connections
+// are pooled (keep-alive); every wait has a deadline; cancel closes the
+// socket so the call ends at once; 429/5xx/connect failures are retried with
+// backoff only while nothing has been streamed to the client yet.
+#include "harnessd/llm/deepseek_provider.hpp"
+
+#include "harnessd/llm/openai_format.hpp"
+#include "harnessd/llm/sse_parser.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <variant>
+
+namespace harnessd::llm {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+namespace json = boost::json;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+struct BaseUrl {
+  bool tls = true;
+  std::string host;
+  std::string port;
+  std::string path;  ///< without trailing '/'
+};
+
+BaseUrl parse_base_url(std::string_view url) {
+  BaseUrl out;
+  if (url.starts_with("https://")) {
+    url.remove_prefix(8);
+    out.port = "443";
+  } else if (url.starts_with("http://")) {
+    url.remove_prefix(7);
+    out.tls = false;
+    out.port = "80";
+  } else {
+    throw std::invalid_argument("DEEPSEEK_BASE_URL must start with https:// or http://");
+  }
+  const std::size_t slash = url.find('/');
+  std::string_view authority = url.substr(0, slash);
+  out.path = slash == std::string_view::npos ? "" : std::string(url.substr(slash));
+  while (!out.path.empty() && out.path.back() == '/') out.path.pop_back();
+  const std::size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos && authority.find(']') == std::string_view::npos) {
+    out.port = std::string(authority.substr(colon + 1));
+    authority = authority.substr(0, colon);
+  }
+  if (authority.empty()) throw std::invalid_argument("DEEPSEEK_BASE_URL has no host");
+  out.host = std::string(authority);
+  return out;
+}
+
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+struct HttpConnection {
+  std::variant<PlainStream, TlsStream> stream;
+  beast::flat_buffer buffer;
+
+  beast::tcp_stream& lowest() {
+    if (auto* plain = std::get_if<PlainStream>(&stream)) return *plain;
+    return beast::get_lowest_layer(std::get<TlsStream>(stream));
+  }
+  bool is_open() { return lowest().socket().is_open(); }
+};
+
+/// How one HTTP exchange ended.
+struct Attempt {
+  ModelResult result;
+  bool retryable = false;
+  bool reusable = false;  ///< the connection can serve the next call
+  std::chrono::milliseconds retry_after{0};
+};
+
+std::string error_message_from_body(std::string_view body) {
+  json::error_code ec;
+  json::value parsed = json::parse(body, ec);
+  if (!ec && parsed.is_object()) {
+    if (const json::value* error = parsed.get_object().if_contains("error")) {
+      if (error->is_object()) {
+        if (const json::value* m = error->get_object().if_contains("message"); m && m->is_string()) {
+          return std::string(m->get_string());
+        }
+      }
+      if (error->is_string()) return std::string(error->get_string());
+    }
+  }
+  std::string text(body.substr(0, 300));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+ModelResult error_result(std::string message, std::string code) {
+  return ModelResult{FinishReason::error, std::move(message), std::move(code)};
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+DeepSeekConfig deepseek_config_from_env() {
+  DeepSeekConfig config;
+  if (const char* key = std::getenv("DEEPSEEK_API_KEY")) config.api_key = key;
+  if (const char* base = std::getenv("DEEPSEEK_BASE_URL"); base != nullptr && *base != '\0') config.base_url = base;
+  return config;
+}
+
+struct DeepSeekProvider::Impl {
+  asio::any_io_executor executor;
+  ssl::context tls{ssl::context::tls_client};
+  BaseUrl url;
+  std::mutex mutex;
+  std::vector<std::unique_ptr<HttpConnection>> idle;
+
+  std::unique_ptr<HttpConnection> take_idle() {
+    std::lock_guard lock(mutex);
+    while (!idle.empty()) {
+      auto connection = std::move(idle.back());
+      idle.pop_back();
+      if (connection->is_open()) return connection;
+    }
+    return nullptr;
+  }
+
+  void give_back(std::unique_ptr<HttpConnection> connection, std::size_t max_idle) {
+    std::lock_guard lock(mutex);
+    if (idle.size() < max_idle) idle.push_back(std::move(connection));
+  }
+};
+
+DeepSeekProvider::DeepSeekProvider(asio::any_io_executor executor, DeepSeekConfig config)
+    : config_(std::move(config)), impl_(std::make_unique<Impl>()) {
+  impl_->executor = std::move(executor);
+  impl_->url = parse_base_url(config_.base_url);
+  impl_->tls.set_default_verify_paths();
+  impl_->tls.set_verify_mode(ssl::verify_peer);
+}
+
+DeepSeekProvider::~DeepSeekProvider() = default;
+
+namespace {
+
+/// Opens a connection to `url`; nullptr with `error` set on failure.
+asio::awaitable<std::unique_ptr<HttpConnection>> open_connection(const asio::any_io_executor& executor,
+                                                                 ssl::context& tls, const BaseUrl& url,
+                                                                 std::chrono::milliseconds timeout,
+                                                                 CancelScope& cancel, std::string& error) {
+  tcp::resolver resolver(executor);
+  error_code ec;
+  tcp::resolver::results_type endpoints;
+  {
+    CancelScope::Hook hook(cancel, [&resolver] { resolver.cancel(); });
+    endpoints = co_await resolver.async_resolve(url.host, url.port, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (ec) {
+    error = "cannot resolve " + url.host + ": " + ec.message();
+    co_return nullptr;
+  }
+  std::unique_ptr<HttpConnection> connection;
+  if (url.tls) {
+    connection.reset(new HttpConnection{TlsStream(executor, tls), {}});
+  } else {
+    connection.reset(new HttpConnection{PlainStream(executor), {}});
+  }
+  beast::tcp_stream& lowest = connection->lowest();
+  CancelScope::Hook hook(cancel, [&lowest] { lowest.close(); });
+  lowest.expires_after(timeout);
+  co_await lowest.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    error = "cannot connect to " + url.host + ":" + url.port + ": " + ec.message();
+    co_return nullptr;
+  }
+  lowest.socket().set_option(tcp::no_delay(true), ec);
+  if (auto* tls_stream = std::get_if<TlsStream>(&connection->stream)) {
+    if (!SSL_set_tlsext_host_name(tls_stream->native_handle(), url.host.c_str())) {
+      error = "cannot set TLS server name";
+      co_return nullptr;
+    }
+    tls_stream->set_verify_callback(ssl::host_name_verification(url.host));
+    co_await tls_stream->async_handshake(ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      error = "TLS handshake with " + url.host + " failed: " + ec.message();
+      co_return nullptr;
+    }
+  }
+  lowest.expires_never();
+  co_return connection;
+}
+
+/// Sends the request and streams the answer into `sink`.
+template <class Stream>
+asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, const BaseUrl& url,
+                                  const DeepSeekConfig& config, const std::string& body, ChunkSink& sink,
+                                  CancelScope& cancel) {
+  beast::tcp_stream& lowest = connection.lowest();
+  CancelScope::Hook hook(cancel, [&lowest] { lowest.close(); });
+  Attempt attempt;
+  error_code ec;
+
+  http::request<http::string_body> request{http::verb::post, url.path + "/chat/completions", 11};
+  request.set(http::field::host, url.host);
+  request.set(http::field::authorization, "Bearer " + config.api_key);
+  request.set(http::field::content_type, "application/json");
+  request.set(http::field::accept, "text/event-stream");
+  request.set(http::field::user_agent, "harnessd");
+  request.keep_alive(true);
+  request.body() = body;
+  request.prepare_payload();
+
+  lowest.expires_after(config.first_byte_timeout);
+  co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
+  if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
+  if (ec) {
+    attempt.result = error_result("sending the request failed: " + ec.message(), "CONNECTION");
+    attempt.retryable = true;
+    co_return attempt;
+  }
+
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  co_await http::async_read_header(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+  if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
+  if (ec) {
+    const bool timed_out = ec == beast::error::timeout;
+    attempt.result = error_result(timed_out ? "no answer from the model within the first-byte timeout"
+                                            : "the connection closed before an answer: " + ec.message(),
+                                  timed_out ? "TIMEOUT" : "STREAM_CLOSED");
+    attempt.retryable = true;
+    co_return attempt;
+  }
+
+  std::array<char, 16 * 1024> chunk_buffer;
+  const unsigned status = parser.get().result_int();
+  if (status != 200) {
+    std::string error_body;
+    while (!parser.is_done() && error_body.size() < 64 * 1024) {
+      parser.get().body().data = chunk_buffer.data();
+      parser.get().body().size = chunk_buffer.size();
+      co_await http::async_read(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) break;
+      error_body.append(chunk_buffer.data(), chunk_buffer.size() - parser.get().body().size);
+    }
+    const std::string detail = error_message_from_body(error_body);
+    const std::string message = "the model endpoint answered HTTP " + std::to_string(status) +
+                                (detail.empty() ? "" : ": " + detail);
+    if (status == 401 || status == 403) {
+      attempt.result = error_result(message, "AUTH");
+    } else if (status == 429) {
+      attempt.result = error_result(message, "RATE_LIMIT");
+      attempt.retryable = true;
+    } else if (status >= 500) {
+      attempt.result = error_result(message, "SERVER");
+      attempt.retryable = true;
+    } else {
+      attempt.result = error_result(message, "HTTP_" + std::to_string(status));
+    }
+    const auto retry_after = parser.get()[http::field::retry_after];
+    if (!retry_after.empty()) {
+      const long seconds = std::strtol(std::string(retry_after).c_str(), nullptr, 10);
+      if (seconds > 0) attempt.retry_after = std::chrono::seconds(std::min(seconds, 30L));
+    }
+    co_return attempt;
+  }
+
+  SseParser sse;
+  openai::StreamDecoder decoder;
+  std::vector<SseParser::Event> events;
+  std::vector<json::object> chunks;
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk_buffer.data();
+    parser.get().body().size = chunk_buffer.size();
+    // After [DONE] only the end of the HTTP body is expected: wait briefly.
+    lowest.expires_after(decoder.done() ? std::chrono::milliseconds(2000) : config.idle_timeout);
+    co_await http::async_read(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
+    if (ec) break;
+    if (decoder.done()) continue;
+    sse.feed(std::string_view(chunk_buffer.data(), chunk_buffer.size() - parser.get().body().size), events);
+    try {
+      for (const SseParser::Event& event : events) {
+        if (!decoder.on_data(event.data, chunks)) break;
+      }
+    } catch (const std::exception& e) {
+      co_return Attempt{error_result(e.what(), "BAD_STREAM")};
+    }
+    events.clear();
+    for (json::object& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
+    chunks.clear();
+    if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
+  }
+  lowest.expires_never();
+  if (!decoder.done()) {
+    const bool timed_out = ec == beast::error::timeout;
+    attempt.result = error_result(timed_out ? "the model stream went silent past the idle timeout"
+                                            : "the model stream closed before [DONE]",
+                                  timed_out ? "TIMEOUT" : "STREAM_CLOSED");
+    // Nothing reached the client yet: safe to try again.
+    attempt.retryable = !decoder.received_any();
+    co_return attempt;
+  }
+  attempt.reusable = !ec && parser.is_done() && parser.get().keep_alive();
+  decoder.finish(chunks);
+  for (json::object& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
+  const std::string reason = decoder.finish_reason().value_or("stop");
+  if (const auto mapped = openai::map_finish_reason(reason)) {
+    attempt.result = ModelResult{*mapped};
+  } else {
+    attempt.result = error_result("the model stopped with finish_reason \"" + reason + "\"", "FINISH_" + upper(reason));
+  }
+  co_return attempt;
+}
+
+asio::awaitable<bool> backoff(std::chrono::milliseconds delay, CancelScope& cancel) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, delay);
+  CancelScope::Hook hook(cancel, [&timer] { timer.cancel(); });
+  error_code ec;
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_return !cancel.cancelled();
+}
+
+}  // namespace
+
+asio::awaitable<ModelResult> DeepSeekProvider::stream(const ModelRequest& request, ChunkSink& sink,
+                                                      CancelScope& cancel) {
+  ModelRequest effective = request;
+  if (effective.model.empty()) effective.model = config_.default_model;
+  const std::string body = json::serialize(openai::build_request_body(effective, config_.system_prompt));
+
+  ModelResult last;
+  for (int attempt_number = 1; attempt_number <= config_.max_attempts; ++attempt_number) {
+    if (cancel.cancelled()) co_return ModelResult{FinishReason::cancelled};
+    std::unique_ptr<HttpConnection> connection = impl_->take_idle();
+    const bool reused = connection != nullptr;
+    if (!connection) {
+      std::string error;
+      connection = co_await open_connection(impl_->executor, impl_->tls, impl_->url, config_.connect_timeout,
+                                            cancel, error);
+      if (cancel.cancelled()) co_return ModelResult{FinishReason::cancelled};
+      if (!connection) {
+        last = error_result(error, "CONNECT");
+        spdlog::warn("deepseek: {} (attempt {}/{})", error, attempt_number, config_.max_attempts);
+        if (attempt_number < config_.max_attempts) {
+          const bool waited = co_await backoff(config_.retry_base_delay * (1 << (attempt_number - 1)), cancel);
+          if (!waited) co_return ModelResult{FinishReason::cancelled};
+        }
+        continue;
+      }
+    }
+
+    Attempt attempt;
+    if (auto* plain = std::get_if<PlainStream>(&connection->stream)) {
+      attempt = co_await exchange(*plain, *connection, impl_->url, config_, body, sink, cancel);
+    } else {
+      attempt = co_await exchange(std::get<TlsStream>(connection->stream), *connection, impl_->url, config_,
+                                  body, sink, cancel);
+    }
+    if (attempt.reusable) impl_->give_back(std::move(connection), config_.max_idle_connections);
+    if (!attempt.retryable) co_return attempt.result;
+    last = attempt.result;
+    if (reused && (last.error_code == "STREAM_CLOSED" || last.error_code == "CONNECTION")) {
+      // A pooled connection the server had already closed: not the model's fault.
+      --attempt_number;
+      continue;
+    }
+    spdlog::warn("deepseek: {} (attempt {}/{})", last.error_message, attempt_number, config_.max_attempts);
+    if (attempt_number < config_.max_attempts) {
+      auto delay = config_.retry_base_delay * (1 << (attempt_number - 1));
+      if (attempt.retry_after > delay) delay = attempt.retry_after;
+      const bool waited = co_await backoff(delay, cancel);
+      if (!waited) co_return ModelResult{FinishReason::cancelled};
+    }
+  }
+  co_return last;
+}
+
+}  // namespace harnessd::llm

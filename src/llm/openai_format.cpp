@@ -1,0 +1,174 @@
+#include "harnessd/llm/openai_format.hpp"
+
+#include "harnessd/llm/chunks.hpp"
+
+#include <boost/json/parse.hpp>
+
+#include <set>
+#include <stdexcept>
+
+namespace harnessd::llm::openai {
+namespace json = boost::json;
+
+namespace {
+
+std::string_view string_or_empty(const json::object& obj, std::string_view key) {
+  const json::value* v = obj.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+}
+
+json::object tool_call_json(const ToolCall& call) {
+  return json::object{{"id", call.id},
+                      {"type", "function"},
+                      {"function", json::object{{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+}  // namespace
+
+json::object build_request_body(const ModelRequest& request, std::string_view system_prompt) {
+  const std::vector<ChatMessage>& history = *request.messages;
+  // Tool calls without a result (a turn cancelled mid-tool) would make the
+  // API refuse the whole conversation: only answered calls are sent.
+  std::set<std::string> answered;
+  for (const ChatMessage& m : history) {
+    if (m.role == ChatMessage::Role::tool) answered.insert(m.tool_call_id);
+  }
+
+  json::array messages;
+  if (!system_prompt.empty()) messages.push_back(json::object{{"role", "system"}, {"content", system_prompt}});
+  for (const ChatMessage& m : history) {
+    switch (m.role) {
+      case ChatMessage::Role::user: {
+        // Consecutive user messages (after an aborted turn) are merged.
+        if (!messages.empty() && messages.back().as_object().at("role") == "user") {
+          json::string& content = messages.back().as_object()["content"].as_string();
+          content.append("\n\n");
+          content.append(m.text);
+        } else {
+          messages.push_back(json::object{{"role", "user"}, {"content", m.text}});
+        }
+        break;
+      }
+      case ChatMessage::Role::assistant: {
+        json::object message{{"role", "assistant"}};
+        json::array calls;
+        for (const ToolCall& call : m.tool_calls) {
+          if (answered.contains(call.id)) calls.push_back(tool_call_json(call));
+        }
+        if (m.text.empty() && calls.empty()) break;  // nothing a model can use
+        message["content"] = m.text.empty() ? json::value(nullptr) : json::value(m.text);
+        if (!calls.empty()) message["tool_calls"] = std::move(calls);
+        messages.push_back(std::move(message));
+        break;
+      }
+      case ChatMessage::Role::tool:
+        messages.push_back(json::object{{"role", "tool"}, {"tool_call_id", m.tool_call_id}, {"content", m.text}});
+        break;
+    }
+  }
+
+  json::object body{{"model", request.model},
+                    {"messages", std::move(messages)},
+                    {"stream", true},
+                    {"stream_options", json::object{{"include_usage", true}}}};
+  if (request.max_tokens) body["max_tokens"] = *request.max_tokens;
+  if (!request.tools.empty()) {
+    json::array tools;
+    for (const ToolSpec& tool : request.tools) {
+      tools.push_back(json::object{{"type", "function"},
+                                   {"function", json::object{{"name", tool.name},
+                                                             {"description", tool.description},
+                                                             {"parameters", tool.parameters}}}});
+    }
+    body["tools"] = std::move(tools);
+  }
+  return body;
+}
+
+int StreamDecoder::block_for(std::string_view kind, int tool_index, std::string_view block_type,
+                             std::vector<json::object>& chunks) {
+  for (const OpenBlock& b : blocks_) {
+    if (b.kind == kind && b.tool_index == tool_index) return b.index;
+  }
+  const int index = static_cast<int>(blocks_.size());
+  blocks_.push_back(OpenBlock{std::string(kind), tool_index, index});
+  chunks.push_back(chunks::block_start(index, block_type));
+  return index;
+}
+
+bool StreamDecoder::on_data(std::string_view data, std::vector<json::object>& chunks) {
+  if (data == "[DONE]") {
+    done_ = true;
+    return false;
+  }
+  json::error_code ec;
+  json::value parsed = json::parse(data, ec);
+  if (ec || !parsed.is_object()) throw std::runtime_error("the model stream sent a malformed chunk");
+  received_any_ = true;
+  const json::object& chunk = parsed.get_object();
+  if (const json::value* usage = chunk.if_contains("usage"); usage != nullptr && usage->is_object()) {
+    const json::object& u = usage->get_object();
+    json::object mapped;
+    if (auto* v = u.if_contains("prompt_tokens")) mapped["inputTokens"] = *v;
+    if (auto* v = u.if_contains("completion_tokens")) mapped["outputTokens"] = *v;
+    if (auto* v = u.if_contains("total_tokens")) mapped["totalTokens"] = *v;
+    if (auto* details = u.if_contains("completion_tokens_details"); details && details->is_object()) {
+      if (auto* v = details->get_object().if_contains("reasoning_tokens")) mapped["reasoningTokens"] = *v;
+    }
+    if (auto* v = u.if_contains("prompt_cache_hit_tokens")) mapped["cacheHitTokens"] = *v;
+    usage_ = std::move(mapped);
+  }
+  const json::value* choices = chunk.if_contains("choices");
+  if (choices == nullptr || !choices->is_array() || choices->get_array().empty()) return true;
+  const json::value& first = choices->get_array().front();
+  if (!first.is_object()) return true;
+  const json::object& choice = first.get_object();
+  if (const json::value* delta = choice.if_contains("delta"); delta != nullptr && delta->is_object()) {
+    const json::object& d = delta->get_object();
+    if (auto text = string_or_empty(d, "reasoning_content"); !text.empty()) {
+      chunks.push_back(chunks::reasoning_delta(block_for("reasoning", -1, "reasoning", chunks), text));
+    }
+    if (auto text = string_or_empty(d, "content"); !text.empty()) {
+      chunks.push_back(chunks::text_delta(block_for("text", -1, "text", chunks), text));
+    }
+    if (const json::value* calls = d.if_contains("tool_calls"); calls != nullptr && calls->is_array()) {
+      for (const json::value& call_value : calls->get_array()) {
+        if (!call_value.is_object()) continue;
+        const json::object& call = call_value.get_object();
+        const json::value* i = call.if_contains("index");
+        const int tool_index = i != nullptr && i->is_int64() ? static_cast<int>(i->get_int64()) : 0;
+        std::string_view name, arguments;
+        if (const json::value* fn = call.if_contains("function"); fn != nullptr && fn->is_object()) {
+          name = string_or_empty(fn->get_object(), "name");
+          arguments = string_or_empty(fn->get_object(), "arguments");
+        }
+        const int index = block_for("tool", tool_index, "tool-call", chunks);
+        chunks.push_back(chunks::tool_call_delta(index, string_or_empty(call, "id"), name, arguments));
+      }
+    }
+  }
+  if (const json::value* reason = choice.if_contains("finish_reason"); reason != nullptr && reason->is_string()) {
+    finish_reason_ = std::string(reason->get_string());
+  }
+  return true;
+}
+
+void StreamDecoder::finish(std::vector<json::object>& chunks) {
+  for (const OpenBlock& b : blocks_) chunks.push_back(chunks::block_end(b.index));
+  if (usage_) chunks.push_back(chunks::usage(*usage_));
+  const std::string reason = finish_reason_.value_or("stop");
+  const auto mapped = map_finish_reason(reason);
+  chunks.push_back(chunks::finish(!mapped                               ? "error"
+                                  : *mapped == FinishReason::tool_calls ? "tool-calls"
+                                  : *mapped == FinishReason::length     ? "length"
+                                                                        : "stop"));
+}
+
+std::optional<FinishReason> map_finish_reason(std::string_view reason) {
+  if (reason == "stop") return FinishReason::stop;
+  if (reason == "tool_calls") return FinishReason::tool_calls;
+  if (reason == "length") return FinishReason::length;
+  return std::nullopt;
+}
+
+}  // namespace harnessd::llm::openai
