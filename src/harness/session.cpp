@@ -111,6 +111,10 @@ void Session::load(const std::optional<std::string>& cwd) {
   header.parent_session = parent_id_;
   header.delegation_depth = delegation_depth_;
   auto log = registry_.store().open(header);
+  // A child prompted directly after a restart keeps its place in the tree.
+  if (const json::value* depth = log->header().if_contains("delegationDepth"); depth && depth->is_int64()) {
+    delegation_depth_ = static_cast<int>(depth->get_int64());
+  }
 
   std::optional<std::int64_t> open_turn;  // a turn/start without its turn/end
   for (json::object& event : log->take_loaded_events()) {

@@ -5,6 +5,7 @@
 #include "harnessd/llm/provider.hpp"
 #include "harnessd/rpc/params.hpp"
 #include "harnessd/server/metrics.hpp"
+#include "harnessd/util/secret.hpp"
 #include "harnessd/util/version.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -41,20 +42,26 @@ class OutboxSink final : public harness::EventSink {
       : outbox_(std::move(outbox)), metrics_(metrics) {}
 
   asio::awaitable<void> on_event(std::string_view session_id, std::string_view event_json) override {
-    co_await outbox_->push(rpc::encode_session_event(session_id, event_json));
+    std::string frame = rpc::encode_session_event(session_id, event_json);
+    co_await push(std::move(frame));
   }
 
   asio::awaitable<void> on_subagent_started(std::string_view parent, std::string_view child) override {
     std::string frame = subagent_started_frame(parent, child);
-    co_await outbox_->push(std::move(frame));
+    co_await push(std::move(frame));
   }
 
   asio::awaitable<void> on_subagent_finished(json::object info) override {
     std::string frame = rpc::encode_notification(subagent_finished_method, info);
-    co_await outbox_->push(std::move(frame));
+    co_await push(std::move(frame));
   }
 
  private:
+  asio::awaitable<void> push(std::string frame) {
+    const bool queued = co_await outbox_->push(std::move(frame));
+    if (queued) metrics_.notification_queued();
+  }
+
   std::shared_ptr<Outbox> outbox_;
   Metrics& metrics_;
 };
@@ -161,7 +168,7 @@ asio::awaitable<void> Connection::writer() {
       transport_->force_close();
       break;
     }
-    context_.metrics.frames_written(batch.size(), 0, bytes);
+    context_.metrics.frames_written(batch.size(), bytes);
     batch.clear();
   }
   writer_done_ = true;
@@ -203,11 +210,15 @@ asio::awaitable<void> Connection::handle(rpc::Request request) {
 asio::awaitable<json::value> Connection::call(const rpc::Request& request) {
   const std::string& method = request.method;
   if (!authenticated_) {
-    const bool token_ok = method == "initialize" && request.params.is_object() &&
-                          request.params.get_object().contains("authToken") &&
-                          request.params.get_object().at("authToken") == json::value(*context_.config.auth_token);
+    const json::value* token = method == "initialize" && request.params.is_object()
+                                   ? request.params.get_object().if_contains("authToken")
+                                   : nullptr;
+    const bool token_ok = !auth_refused_ && token != nullptr && token->is_string() &&
+                          util::same_secret(token->get_string(), *context_.config.auth_token);
     if (!token_ok) {
-      spdlog::warn("{}: refused: missing or wrong authToken", peer_);
+      // One refusal ends the connection: later requests get no second try.
+      if (!auth_refused_) spdlog::warn("{}: refused: missing or wrong authToken", peer_);
+      auth_refused_ = true;
       throw RpcError(ErrorCode::unauthorized, "unauthorized");
     }
     authenticated_ = true;

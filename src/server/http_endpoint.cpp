@@ -9,6 +9,7 @@
 #include "harnessd/server/metrics.hpp"
 #include "harnessd/server/server.hpp"
 #include "harnessd/server/web_assets.hpp"
+#include "harnessd/util/secret.hpp"
 #include "harnessd/util/version.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -20,6 +21,8 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
+
+#include <cctype>
 #include <spdlog/spdlog.h>
 
 namespace harnessd::server {
@@ -53,12 +56,21 @@ std::string query_param(std::string_view target, std::string_view name) {
   return {};
 }
 
-/// Constant-time comparison: a token check must not leak a prefix length.
-bool same_secret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+/// %XX and '+' decoding of a query parameter value.
+std::string url_decode(std::string_view in) {
+  std::string out;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '+') {
+      out += ' ';
+    } else if (in[i] == '%' && i + 2 < in.size() && std::isxdigit(static_cast<unsigned char>(in[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(in[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(in.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += in[i];
+    }
+  }
+  return out;
 }
 
 Response make_response(const Request& req, http::status status, std::string_view type, std::string body) {
@@ -87,7 +99,7 @@ Response route(const Request& req, Server& server) {
   if (path == "/healthz") {
     json::object health{{"status", "ok"},
                         {"version", util::version},
-                        {"uptimeSeconds", ctx.metrics.uptime_seconds()},
+                        {"uptimeSeconds", static_cast<std::int64_t>(ctx.metrics.uptime_seconds())},
                         {"connections", ctx.metrics.open_connections()},
                         {"sessions", ctx.sessions.size()},
                         {"runningTurns", ctx.sessions.stats().active.load()}};
@@ -112,7 +124,7 @@ std::optional<Response> check_upgrade(const Request& req, const ServerConfig& co
   if (origin != req.end()) {
     const std::string_view value = origin->value();
     const std::string_view host = req[http::field::host];
-    bool allowed = value == fmt::format("http://{}", host) || value == fmt::format("https://{}", host);
+    bool allowed = value == fmt::format("http://{}", host);  // no TLS here: https is another origin
     for (const std::string& allowed_origin : config.allowed_origins) allowed = allowed || value == allowed_origin;
     if (!allowed) {
       spdlog::warn("{}: websocket refused: origin {} not allowed", peer, value);
@@ -121,10 +133,10 @@ std::optional<Response> check_upgrade(const Request& req, const ServerConfig& co
     }
   }
   if (config.auth_token) {
-    std::string token = query_param(req.target(), "access_token");
+    std::string token = url_decode(query_param(req.target(), "access_token"));
     const std::string_view authorization = req[http::field::authorization];
     if (authorization.starts_with("Bearer ")) token = std::string(authorization.substr(7));
-    if (!same_secret(token, *config.auth_token)) {
+    if (!util::same_secret(token, *config.auth_token)) {
       spdlog::warn("{}: websocket refused: {} bearer token", peer, token.empty() ? "missing" : "wrong");
       Response res = text_response(req, http::status::unauthorized,
                                    token.empty() ? "missing bearer token" : "wrong bearer token");

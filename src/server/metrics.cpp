@@ -30,10 +30,9 @@ void Metrics::request_answered(std::string_view method, int code) {
   }
 }
 
-void Metrics::frames_written(std::size_t frames, std::size_t notifications, std::size_t bytes) {
+void Metrics::frames_written(std::size_t frames, std::size_t bytes) {
   writes_.fetch_add(1, relaxed);
   frames_.fetch_add(frames, relaxed);
-  notifications_.fetch_add(notifications, relaxed);
   bytes_out_.fetch_add(bytes, relaxed);
 }
 

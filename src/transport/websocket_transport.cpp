@@ -3,6 +3,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket/error.hpp>
@@ -16,10 +17,11 @@ namespace websocket = beast::websocket;
 namespace {
 // Messages read ahead of the dispatcher; beyond this the pump waits.
 constexpr std::size_t max_inbox_messages = 64;
+constexpr auto close_handshake_timeout = std::chrono::milliseconds(500);
 }  // namespace
 
 WebSocketTransport::WebSocketTransport(beast::tcp_stream stream, WebSocketOptions options, std::string peer)
-    : ws_(std::move(stream)),
+    : ws_(detail::CorkedStream(std::move(stream))),
       options_(options),
       peer_(std::move(peer)),
       inbox_changed_(util::Wakeup::create(ws_.get_executor())),
@@ -47,6 +49,7 @@ asio::awaitable<bool> WebSocketTransport::accept(const Request& upgrade) {
   co_await ws_.async_accept(upgrade, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
     spdlog::info("{}: websocket handshake failed: {}", peer_, ec.message());
+    pump_done_ = true;  // never started
     co_return false;
   }
   ws_.text(true);
@@ -79,6 +82,7 @@ asio::awaitable<void> WebSocketTransport::pump() {
     inbox_changed_->notify();
   }
   ended_ = true;
+  pump_done_ = true;
   inbox_changed_->notify();
 }
 
@@ -97,9 +101,12 @@ asio::awaitable<ReadResult> WebSocketTransport::read_frame() {
 }
 
 asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::string> frames) {
+  // Beast frames each message; the corked layer below sends them together.
+  ws_.next_layer().begin_batch();
   for (const std::string& frame : frames) {
     co_await ws_.async_write(asio::buffer(frame), asio::use_awaitable);
   }
+  co_await ws_.next_layer().flush();
 }
 
 void WebSocketTransport::stop_reading() {
@@ -109,13 +116,21 @@ void WebSocketTransport::stop_reading() {
 }
 
 asio::awaitable<void> WebSocketTransport::close() {
+  // The close handshake waits for the peer (its close frame, then its FIN
+  // during teardown); a peer that never answers is cut off after a moment.
+  asio::steady_timer deadline(ws_.get_executor(), close_handshake_timeout);
+  deadline.async_wait([this](boost::system::error_code ec) {
+    if (!ec) force_close();
+  });
   boost::system::error_code ec;
   if (!closing_ && ws_.is_open()) {
     closing_ = true;
     stopped_ = true;
-    // Close frame first; the pending read in pump() sees the peer's reply.
     co_await ws_.async_close(websocket::close_code::normal, asio::redirect_error(asio::use_awaitable, ec));
   }
+  // pump() still reads until the handshake ends; it uses this object.
+  while (!pump_done_) co_await inbox_changed_->wait();
+  deadline.cancel();
   beast::get_lowest_layer(ws_).socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   beast::get_lowest_layer(ws_).close();
 }

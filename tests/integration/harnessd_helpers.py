@@ -347,7 +347,8 @@ def result_of(resp: dict) -> Any:
 class Daemon:
     def __init__(self, session_root: Path, *, stdio: bool = False, args: Iterable[str] = (),
                  stdin: Any = subprocess.PIPE, workdir: Path | None = None,
-                 ready_timeout: float = DEFAULT_TIMEOUT):
+                 ready_timeout: float = DEFAULT_TIMEOUT, env: dict[str, str | None] | None = None):
+        """env: variables to set (a None value removes one) on top of the inherited environment."""
         self.session_root = Path(session_root)
         self.session_root.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(workdir or self.session_root.parent)
@@ -367,9 +368,17 @@ class Daemon:
             cmd += ["--listen", "tcp://127.0.0.1:0", "--ready-file", str(self.ready_file)]
         cmd += list(args)
         self.cmd = cmd
+        proc_env = None
+        if env is not None:
+            proc_env = dict(os.environ)
+            for k, v in env.items():
+                if v is None:
+                    proc_env.pop(k, None)
+                else:
+                    proc_env[k] = v
         self.proc = subprocess.Popen(
             cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=self._stderr,
-            cwd=str(self.workdir), bufsize=0, preexec_fn=_die_with_parent,
+            cwd=str(self.workdir), bufsize=0, preexec_fn=_die_with_parent, env=proc_env,
         )
         self._stdout_reader = FrameReader(self._read_stdout, "stdout")
         if not stdio:

@@ -9,7 +9,6 @@ import json
 import math
 import re
 import signal
-import socket
 import subprocess
 import time
 
@@ -230,10 +229,10 @@ def test_handshake_and_initialize(spawn):
     resp, events = c.run_prompt("hs", "hello")
     assert result_of(resp) == OK
     assert final_text(events) == "echo: hello"
-    c.expect_quiet(0.05)
+    c.assert_no_new_frames(0.05)
     assert not c.ws.binary and not c.ws.multi_frame
     # the accept-key helper matches RFC 6455 §1.3's worked example
-    assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzAQ5YWOzo0="
+    assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
 
 def test_turn_notifications_precede_response(spawn):
@@ -370,7 +369,10 @@ def test_oversized_message_closes_1009(spawn):
 
     # the same size split into small fragments: the message is still too big
     ws2 = connect_raw(d)
-    ws2.send_fragmented(OP_TEXT, [req[i:i + 1000].encode() for i in range(0, len(req), 1000)])
+    try:
+        ws2.send_fragmented(OP_TEXT, [req[i:i + 1000].encode() for i in range(0, len(req), 1000)])
+    except OSError:
+        pass  # the server may close as soon as the message crosses the limit
     code2 = ws2.wait_close(5)
     assert code2 == CLOSE_TOO_BIG, f"fragmented 10 KB message: close code {code2}, expected 1009"
     ws2.close()
@@ -399,9 +401,16 @@ def test_origin_checks(spawn):
     same.close()
     none = connect_raw(d)
     none.close()
-    # same host, other port or scheme: not same-origin
-    assert refused(d, origin=f"https://{HOST}:{d.ws_port}").status == 403
-    assert refused(d, origin=f"http://{HOST}:1").status == 403
+
+
+@pytest.mark.parametrize("origin", ["https://{host}:{port}", "http://{host}:1", "http://{host}",
+                                    "http://localhost:{port}"])
+def test_origin_same_host_other_origin_refused(spawn, origin):
+    """Only Origin == http://HOST (HOST = the Host header, port included) is same-origin."""
+    d = ws_daemon(spawn)
+    o = origin.format(host=HOST, port=d.ws_port)
+    r = refused(d, origin=o)
+    assert r.status == 403, r
 
 
 def test_allow_origin(spawn):
@@ -525,7 +534,6 @@ def test_metrics_format_and_counters(spawn):
         return m1.get(name, **labels) - m0.get(name, **labels)
 
     assert delta("harnessd_requests_total", method="session/prompt", code="0") == 1
-    assert delta("harnessd_notifications_total") >= len(events), (delta("harnessd_notifications_total"), len(events))
     assert delta("harnessd_turns_total") == 1
     assert delta("harnessd_turn_duration_seconds_count") == 1
     assert m1.get("harnessd_turns_active") == 0
@@ -534,6 +542,9 @@ def test_metrics_format_and_counters(spawn):
     assert delta("harnessd_bytes_sent_total") > 0
     assert m1.get("harnessd_overlap_rejections_total") == 0
     assert m1.get("harnessd_requests_total", method="initialize", code="0") == 1
+    assert delta("harnessd_notifications_total") >= len(events), (
+        f"harnessd_notifications_total moved by {delta('harnessd_notifications_total')} over a turn "
+        f"that wrote {n_notes} notifications ({len(events)} session.event for the session)")
 
 
 def test_http_404_405_and_web_ui(spawn):
@@ -557,16 +568,27 @@ def test_http_404_405_and_web_ui(spawn):
 # lifecycle: SIGTERM and idle pings
 
 
-def test_sigterm_sends_close_1000(spawn):
-    d = ws_daemon(spawn)
+@pytest.mark.parametrize("client_closes", [True, False], ids=["client-closes-socket", "client-keeps-socket"])
+def test_sigterm_sends_close_1000(spawn, client_closes):
+    """SIGTERM with an open, idle WebSocket: close frame 1000, the client echoes it, the server
+    closes TCP, and the daemon exits 0 promptly -- whether or not the client then closes its
+    own socket. (--shutdown-grace-ms 3000 only bounds the test: an idle connection needs no grace.)"""
+    d = ws_daemon(spawn, "--shutdown-grace-ms", "3000")
     ws = connect_raw(d)
     ws.send_text(json.dumps(make_request("initialize", init_params(), 1)))
     assert is_response(json.loads(ws.recv_message().payload), 1)
+    t0 = time.monotonic()
     d.signal(signal.SIGTERM)
-    code = ws.wait_close(5)
+    code = ws.wait_close(5)  # echoes the close frame
     assert code == CLOSE_NORMAL, f"SIGTERM: close code {code}, expected 1000 (None = TCP closed without a close frame)"
-    assert ws.wait_eof(5), "TCP not closed after the close frame"
-    assert d.wait_exit(10) == 0
+    assert ws.wait_eof(5), "TCP not closed after the close handshake"
+    if client_closes:
+        ws.close()
+    rc = d.wait_exit(6)
+    took = time.monotonic() - t0
+    assert rc == 0, f"exit status {rc} after SIGTERM (negative = killed by that signal){d.diag()}"
+    assert took < 2.0, (f"daemon took {took:.1f}s to exit after SIGTERM although its only WebSocket "
+                        f"had completed the close handshake and the server had closed TCP{d.diag()}")
     ws.close()
 
 

@@ -139,8 +139,8 @@ def parse_http_head(raw: bytes) -> tuple[int, str, dict[str, str]]:
     return status, reason, headers
 
 
-def read_http_response(sock: socket.socket, deadline: float, *, want_body: bool) -> HttpResponse:
-    """Read a status line + headers (and, if want_body, a Content-Length or EOF-delimited body)."""
+def read_http_response(sock: socket.socket, deadline: float) -> HttpResponse:
+    """Read a status line and headers; bytes past them are kept in `rest`."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         if len(buf) > MAX_HEADER_BYTES:
@@ -151,26 +151,7 @@ def read_http_response(sock: socket.socket, deadline: float, *, want_body: bool)
         buf += chunk
     head, rest = buf.split(b"\r\n\r\n", 1)
     status, reason, headers = parse_http_head(head)
-    resp = HttpResponse(status, reason, headers, rest=rest)
-    if want_body:
-        length = headers.get("content-length")
-        body = rest
-        if length is not None:
-            n = int(length)
-            while len(body) < n:
-                chunk = _recv_until(sock, deadline)
-                if not chunk:
-                    break
-                body += chunk
-            resp.body, resp.rest = body[:n], body[n:]
-        else:
-            while True:
-                chunk = _recv_until(sock, deadline)
-                if not chunk:
-                    break
-                body += chunk
-            resp.body, resp.rest = body, b""
-    return resp
+    return HttpResponse(status, reason, headers, rest=rest)
 
 
 def _recv_until(sock: socket.socket, deadline: float) -> bytes:
@@ -236,14 +217,13 @@ class WSClient:
                 lines.append(f"{name}: {value}")
             sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("iso-8859-1"))
             deadline = time.monotonic() + timeout
-            head = read_http_response(sock, deadline, want_body=False)
+            head = read_http_response(sock, deadline)
             if head.status != 101:
-                # a refusal: read its body (Content-Length, else until EOF)
-                full = head
+                # a refusal: read its body (Content-Length, else until EOF or the deadline)
                 length = head.headers.get("content-length")
                 body = head.rest
                 try:
-                    while (length is None or len(body) < int(length)):
+                    while length is None or len(body) < int(length):
                         chunk = _recv_until(sock, deadline)
                         if not chunk:
                             break
@@ -252,7 +232,7 @@ class WSClient:
                     pass
                 if length is not None:
                     body = body[:int(length)]
-                raise HandshakeRefused(full.status, full.reason, full.headers, body)
+                raise HandshakeRefused(head.status, head.reason, head.headers, body)
             h = head.headers
             if h.get("upgrade", "").lower() != "websocket":
                 raise WSError(f"101 without 'Upgrade: websocket': {h}")

@@ -20,15 +20,18 @@ class ClientError : public std::runtime_error {
 /// `code` is kept as an int: a client must cope with codes it does not know.
 class RpcError : public ClientError {
  public:
-  RpcError(int code, std::string message, boost::json::value data = nullptr)
-      : ClientError(std::move(message)), code_(code), data_(std::move(data)) {}
+  RpcError(int code, std::string message, boost::json::value data = nullptr, std::string raw_response = {})
+      : ClientError(std::move(message)), code_(code), data_(std::move(data)), raw_(std::move(raw_response)) {}
 
   int code() const noexcept { return code_; }
   const boost::json::value& data() const noexcept { return data_; }
+  /// The error response frame as received ("" when not from the wire).
+  const std::string& raw_response() const noexcept { return raw_; }
 
  private:
   int code_;
   boost::json::value data_;
+  std::string raw_;
 };
 
 /// A response that breaks the protocol (wrong shape, unknown status). The

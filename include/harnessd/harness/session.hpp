@@ -52,6 +52,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   const std::string& id() const noexcept { return id_; }
   const Strand& strand() const noexcept { return strand_; }
+  /// Strand-only once the session may be loading.
   int delegation_depth() const noexcept { return delegation_depth_; }
 
   /// Runs one turn to settlement, or answers busy at once. Must run on
@@ -83,7 +84,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const std::string id_;
   SessionRegistry& registry_;
   const std::optional<std::string> parent_id_;
-  const int delegation_depth_;
+  int delegation_depth_;  ///< from the stored header once loaded
 
   // Strand-only state.
   std::unique_ptr<store::SessionLog> log_;

@@ -70,6 +70,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Strand-only state.
   bool authenticated_;
+  bool auth_refused_ = false;
   bool initialized_ = false;
   bool shutting_down_ = false;
   bool stopping_ = false;

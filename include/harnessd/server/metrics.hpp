@@ -30,7 +30,8 @@ class Metrics {
   void connection_opened(transport::TransportKind kind);
   void connection_closed(transport::TransportKind kind);
   void request_answered(std::string_view method, int code);
-  void frames_written(std::size_t frames, std::size_t notifications, std::size_t bytes);
+  void frames_written(std::size_t frames, std::size_t bytes);
+  void notification_queued() { notifications_.fetch_add(1, std::memory_order_relaxed); }
   void bytes_read(std::size_t bytes) { bytes_in_.fetch_add(bytes, std::memory_order_relaxed); }
 
   std::int64_t open_connections() const;

@@ -2,6 +2,7 @@
 // this and the HTTP endpoint include Beast.
 #pragma once
 
+#include "corked_stream.hpp"
 #include "harnessd/transport/frame_transport.hpp"
 #include "harnessd/util/wakeup.hpp"
 
@@ -47,7 +48,7 @@ class WebSocketTransport final : public FrameTransport {
   /// at once while the socket stays open for the close handshake.
   boost::asio::awaitable<void> pump();
 
-  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  boost::beast::websocket::stream<detail::CorkedStream> ws_;
   WebSocketOptions options_;
   std::string peer_;
   boost::beast::flat_buffer buffer_;
@@ -58,6 +59,7 @@ class WebSocketTransport final : public FrameTransport {
   bool ended_ = false;      // the peer is done or the socket failed
   bool stopped_ = false;    // stop_reading() was called
   bool closing_ = false;    // we sent (or are sending) a close frame
+  bool pump_done_ = false;  // pump() has returned; safe to destroy
 };
 
 }  // namespace harnessd::transport

@@ -1,0 +1,100 @@
+// The layer under the WebSocket stream that lets many messages leave in one
+// syscall: while a batch is open, Beast's writes land in a buffer that one
+// real write then sends. Outside a batch (pings, pongs, close) writes go
+// straight through. Beast serialises its own writes, so frames never mix.
+#pragma once
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/buffers_range.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/websocket/teardown.hpp>
+
+#include <string>
+
+namespace harnessd::transport::detail {
+
+/// Strand-confined like the WebSocket stream above it.
+class CorkedStream {
+ public:
+  using executor_type = boost::beast::tcp_stream::executor_type;
+  using next_layer_type = boost::beast::tcp_stream;
+
+  explicit CorkedStream(boost::beast::tcp_stream stream) : next_(std::move(stream)) {}
+
+  executor_type get_executor() noexcept { return next_.get_executor(); }
+  next_layer_type& next_layer() noexcept { return next_; }
+  const next_layer_type& next_layer() const noexcept { return next_; }
+
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& buffers, Token&& token) {
+    return next_.async_read_some(buffers, std::forward<Token>(token));
+  }
+
+  template <class ConstBuffers, class Token>
+  auto async_write_some(const ConstBuffers& buffers, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, const ConstBuffers& bufs) {
+          if (!batching_) {
+            next_.async_write_some(bufs, std::move(handler));
+            return;
+          }
+          std::size_t n = 0;
+          for (auto b : boost::beast::buffers_range_ref(bufs)) {
+            pending_.append(static_cast<const char*>(b.data()), b.size());
+            n += b.size();
+          }
+          boost::asio::post(next_.get_executor(),
+                            boost::beast::bind_front_handler(std::move(handler), boost::system::error_code{}, n));
+        },
+        token, buffers);
+  }
+
+  /// Starts collecting writes.
+  void begin_batch() { batching_ = true; }
+
+  /// Sends everything collected (and whatever arrives meanwhile) in as few
+  /// writes as possible, then lets writes through again. Throws on error.
+  boost::asio::awaitable<void> flush() {
+    struct EndBatch {
+      CorkedStream& s;
+      ~EndBatch() { s.batching_ = false; }
+    } end{*this};
+    while (!pending_.empty()) {
+      flushing_.swap(pending_);
+      pending_.clear();
+      co_await boost::asio::async_write(next_, boost::asio::buffer(flushing_), boost::asio::use_awaitable);
+      flushing_.clear();
+      ++writes_;
+    }
+    if (flushing_.capacity() > (1u << 20)) std::string().swap(flushing_);
+  }
+
+  std::size_t writes() const noexcept { return writes_; }
+
+ private:
+  boost::beast::tcp_stream next_;
+  std::string pending_;
+  std::string flushing_;
+  bool batching_ = false;
+  std::size_t writes_ = 0;
+};
+
+// Found by argument-dependent lookup when the WebSocket closes.
+inline void teardown(boost::beast::role_type role, CorkedStream& stream, boost::system::error_code& ec) {
+  using boost::beast::websocket::teardown;
+  teardown(role, stream.next_layer(), ec);
+}
+
+template <class TeardownHandler>
+void async_teardown(boost::beast::role_type role, CorkedStream& stream, TeardownHandler&& handler) {
+  using boost::beast::websocket::async_teardown;
+  async_teardown(role, stream.next_layer(), std::forward<TeardownHandler>(handler));
+}
+
+}  // namespace harnessd::transport::detail
