@@ -266,7 +266,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     while (!parser.is_done() && error_body.size() < 64 * 1024) {
       parser.get().body().data = chunk_buffer.data();
       parser.get().body().size = chunk_buffer.size();
-      co_await http::async_read(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+      co_await http::async_read_some(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) break;
       error_body.append(chunk_buffer.data(), chunk_buffer.size() - parser.get().body().size);
@@ -302,7 +302,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     parser.get().body().size = chunk_buffer.size();
     // After [DONE] only the end of the HTTP body is expected: wait briefly.
     lowest.expires_after(decoder.done() ? std::chrono::milliseconds(2000) : config.idle_timeout);
-    co_await http::async_read(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_read_some(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
     if (ec) break;

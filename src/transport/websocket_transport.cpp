@@ -45,6 +45,10 @@ asio::awaitable<bool> WebSocketTransport::accept(const Request& upgrade) {
   }
   ws_.read_message_max(options_.max_message_bytes);
   ws_.auto_fragment(false);
+  // Unfragmented, unmasked server messages are written straight from our
+  // buffers; Beast's write buffer only serves deflate. Keeping it small
+  // saves memory on every idle connection.
+  if (!options_.deflate) ws_.write_buffer_bytes(256);
   boost::system::error_code ec;
   co_await ws_.async_accept(upgrade, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
