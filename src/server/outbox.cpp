@@ -41,8 +41,12 @@ asio::awaitable<bool> Outbox::take(std::vector<std::string>& batch) {
     {
       std::lock_guard lock(mutex_);
       if (!frames_.empty()) {
-        for (std::string& frame : frames_) batch.push_back(std::move(frame));
-        frames_.clear();
+        if (batch.empty()) {
+          batch.swap(frames_);  // hands over the whole queue without copying
+        } else {
+          for (std::string& frame : frames_) batch.push_back(std::move(frame));
+          frames_.clear();
+        }
         bytes_ = 0;
         for (auto& waiter : space_waiters_) waiter->notify();
         space_waiters_.clear();

@@ -63,7 +63,7 @@ asio::awaitable<bool> WebSocketTransport::accept(const Request& upgrade) {
 
 asio::awaitable<void> WebSocketTransport::pump() {
   for (;;) {
-    while (inbox_.size() >= max_inbox_messages && !stopped_) co_await inbox_drained_->wait();
+    while (inbox_.size() - inbox_head_ >= max_inbox_messages && !stopped_) co_await inbox_drained_->wait();
     boost::system::error_code ec;
     buffer_.clear();
     co_await ws_.async_read(buffer_, asio::redirect_error(asio::use_awaitable, ec));
@@ -83,6 +83,9 @@ asio::awaitable<void> WebSocketTransport::pump() {
     }
     if (stopped_) continue;  // draining until the close handshake completes
     inbox_.push_back(beast::buffers_to_string(buffer_.data()));
+    // An idle connection keeps no read buffer (most connections are idle).
+    buffer_.clear();
+    buffer_.shrink_to_fit();
     inbox_changed_->notify();
   }
   ended_ = true;
@@ -93,9 +96,12 @@ asio::awaitable<void> WebSocketTransport::pump() {
 asio::awaitable<ReadResult> WebSocketTransport::read_frame() {
   for (;;) {
     if (stopped_) co_return ReadResult{};
-    if (!inbox_.empty()) {
-      current_ = std::move(inbox_.front());
-      inbox_.pop_front();
+    if (inbox_head_ < inbox_.size()) {
+      current_ = std::move(inbox_[inbox_head_++]);
+      if (inbox_head_ == inbox_.size()) {
+        inbox_.clear();
+        inbox_head_ = 0;
+      }
       inbox_drained_->notify();
       co_return ReadResult{ReadResult::Kind::frame, current_};
     }

@@ -9,7 +9,6 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,7 +41,7 @@ class Outbox {
   void wake_all_locked();
 
   mutable std::mutex mutex_;
-  std::deque<std::string> frames_;
+  std::vector<std::string> frames_;  // a vector: an idle outbox allocates nothing
   std::size_t bytes_ = 0;
   const std::size_t max_bytes_;
   bool closed_ = false;

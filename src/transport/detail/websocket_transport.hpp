@@ -13,7 +13,7 @@
 #include <boost/beast/websocket/stream.hpp>
 
 #include <chrono>
-#include <deque>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -52,7 +52,8 @@ class WebSocketTransport final : public FrameTransport {
   WebSocketOptions options_;
   std::string peer_;
   boost::beast::flat_buffer buffer_;
-  std::deque<std::string> inbox_;
+  std::vector<std::string> inbox_;  // FIFO from inbox_head_; no allocation while idle
+  std::size_t inbox_head_ = 0;
   std::string current_;
   std::shared_ptr<util::Wakeup> inbox_changed_;
   std::shared_ptr<util::Wakeup> inbox_drained_;
