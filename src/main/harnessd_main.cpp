@@ -102,8 +102,10 @@ int run(const Options& options) {
     store = std::make_unique<store::JsonlStore>(session_root);
   }
 
-  llm::ProviderRegistry providers;
+  // Declared before everything that owns sockets or timers on it (the
+  // providers' pooled connections): those must be destroyed first.
   asio::io_context io(static_cast<int>(options.threads));
+  llm::ProviderRegistry providers;
   providers.add(std::make_shared<llm::ScriptedProvider>());
   llm::DeepSeekConfig deepseek = llm::deepseek_config_from_env();
   if (!deepseek.api_key.empty()) {
