@@ -375,9 +375,9 @@ asio::awaitable<std::unique_ptr<ClientTransport>> connect_url(asio::any_io_execu
   ServerUrl parsed = parse_server_url(url);
   std::unique_ptr<ClientTransport> transport;
   if (parsed.scheme == "tcp") {
-    transport = co_await connect_tcp(executor, parsed.host, parsed.port);
+    transport = co_await connect_tcp(executor, std::move(parsed.host), parsed.port);
   } else {
-    transport = co_await connect_websocket(executor, parsed);
+    transport = co_await connect_websocket(executor, std::move(parsed));
   }
   co_return transport;
 }

@@ -28,10 +28,6 @@
 
 #include <unistd.h>
 
-// GCC 12 false positive: it pairs asio's recycling allocator of coroutine
-// frames with the wrong deallocation once the frame code is inlined.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
 namespace {
 
 namespace asio = boost::asio;
@@ -217,7 +213,7 @@ asio::awaitable<int> run_command(Cli& cli) {
         if (url.find('/', 5) == std::string::npos) url += '/';
         url += (url.find('?') == std::string::npos ? "?access_token=" : "&access_token=") + cli.options.token;
       }
-      transport = co_await connect_url(executor, url);
+      transport = co_await connect_url(executor, std::move(url));
     } else {
       SpawnOptions spawn;
       spawn.program = cli.options.harnessd.empty() ? default_harnessd() : cli.options.harnessd;
@@ -248,7 +244,7 @@ asio::awaitable<int> run_command(Cli& cli) {
   if (!cli.options.model.empty()) init.model = cli.options.model;
   if (!cli.options.token.empty() && cli.options.connect.starts_with("tcp://")) init.auth_token = cli.options.token;
   try {
-    co_await cli.client->initialize(init);
+    co_await cli.client->initialize(std::move(init));
   } catch (const std::exception& e) {
     failure = e.what();
   }

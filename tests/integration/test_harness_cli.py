@@ -28,12 +28,12 @@ def cli_bin() -> str:
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         pytest.fail(f"harness CLI not found or not executable: {path!r} "
                     f"(build the `harness` target, or point HARNESS_CLI_BIN at it)", pytrace=False)
-    return path
+    return os.path.abspath(path)  # the CLI runs in a temporary directory
 
 
 def spawn_args() -> list[str]:
     """Spawn the daemon under test, without session logs on disk."""
-    return ["--spawn", "--harnessd", harnessd_bin(), "--daemon-arg=--store", "--daemon-arg=memory"]
+    return ["--spawn", "--harnessd", os.path.abspath(harnessd_bin()), "--daemon-arg=--store", "--daemon-arg=memory"]
 
 
 def run_cli(args: list[str], cwd: Path, stdin: str | None = None, timeout: float = TIMEOUT):

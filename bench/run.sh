@@ -1,0 +1,421 @@
+#!/usr/bin/env bash
+# Runs harness-bench's standard matrix (harnessd, the Node reference peer and
+# the floor, side by side) and writes bench/RESULTS.md. About 7-10 minutes on
+# 2 cores; the server is pinned to core 0 and the client to core 1.
+#
+#   bench/run.sh                      the full matrix
+#   BENCH_DURATION=5 BENCH_WARMUP=2 bench/run.sh
+#   BENCH_QUICK=1 bench/run.sh        a 1-second-per-cell subset, to try the script
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$ROOT/build/bench
+BENCH=$BUILD/harness-bench
+HARNESSD=$BUILD/harnessd
+PEERS=$ROOT/bench/peers
+DURATION=${BENCH_DURATION:-3}
+WARMUP=${BENCH_WARMUP:-1}
+IDLE_CONNECTIONS=${BENCH_IDLE_CONNECTIONS:-10000}
+IDLE_SESSIONS=${BENCH_IDLE_SESSIONS:-10000}
+IDLE_HOLD=${BENCH_IDLE_HOLD:-3}
+QUICK=${BENCH_QUICK:-0}
+NS=(1 100 1000)
+KS=(10 100)
+SS=(64 1024)
+if [[ $QUICK == 1 ]]; then
+  DURATION=1 WARMUP=0.5 NS=(1 100) KS=(100) SS=(64) IDLE_CONNECTIONS=1000 IDLE_SESSIONS=1000 IDLE_HOLD=1
+fi
+
+log() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---- build --------------------------------------------------------------
+command -v cmake >/dev/null || die "cmake is missing"
+command -v ninja >/dev/null || die "ninja is missing"
+command -v node >/dev/null || die "node is missing (the peers need it)"
+if [[ ! -f $BUILD/build.ninja ]]; then
+  log "configuring $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+fi
+log "building harness-bench and harnessd in $BUILD"
+ninja -C "$BUILD" -j2 harness-bench harnessd >/dev/null
+if [[ ! -d $PEERS/node-reference/node_modules ]]; then
+  log "npm ci in bench/peers/node-reference"
+  (cd "$PEERS/node-reference" && npm ci --no-audit --no-fund >/dev/null)
+fi
+
+# ---- environment ----------------------------------------------------------
+hard=$(ulimit -Hn)
+if [[ $hard == unlimited || $hard -ge 65536 ]]; then ulimit -n 65536; else ulimit -n "$hard"; fi
+[[ $(ulimit -n) -ge $((IDLE_CONNECTIONS + 256)) ]] ||
+  log "warning: ulimit -n is $(ulimit -n); $IDLE_CONNECTIONS idle connections may fail"
+SERVER_CPU=() CLIENT_CPU=()
+if command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; then
+  SERVER_CPU=(taskset -c 0) CLIENT_CPU=(taskset -c 1)
+else
+  log "warning: no taskset or fewer than 2 cores: server and client are not pinned"
+fi
+
+OUT=$BUILD/bench-results/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+CELLS=$OUT/cells.tsv
+: >"$CELLS"
+log "results in $OUT"
+
+SERVER_PID=""
+cleanup() {
+  if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  SERVER_PID=""
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start_server NAME: starts one fresh server pinned to core 0 and sets
+# SERVER_PID, TCP_URL, WS_URL, METRICS_URL.
+start_server() {
+  local name=$1 ready=$OUT/ready.json
+  rm -f "$ready"
+  TCP_URL="" WS_URL="" METRICS_URL=""
+  case $name in
+    harnessd)
+      "${SERVER_CPU[@]}" "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
+        --store memory --threads 1 2>>"$OUT/harnessd.log" &
+      ;;
+    node)
+      "${SERVER_CPU[@]}" node "$PEERS/node-reference/server.mjs" --tcp 127.0.0.1:0 --ws 127.0.0.1:0 \
+        --ready-file "$ready" --quiet 2>>"$OUT/node.log" &
+      ;;
+    floor)
+      "${SERVER_CPU[@]}" node "$PEERS/floor/server.mjs" --tcp 127.0.0.1:0 --ready-file "$ready" --quiet \
+        2>>"$OUT/floor.log" &
+      ;;
+    floor-batch)
+      "${SERVER_CPU[@]}" node "$PEERS/floor/server.mjs" --tcp 127.0.0.1:0 --ready-file "$ready" --batch --quiet \
+        2>>"$OUT/floor.log" &
+      ;;
+    *) die "unknown server $name" ;;
+  esac
+  SERVER_PID=$!
+  local i
+  for i in $(seq 200); do
+    [[ -s $ready ]] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || die "$name exited during startup (see $OUT/*.log)"
+    sleep 0.05
+  done
+  [[ -s $ready ]] || die "$name did not write its ready file"
+  local url
+  for url in $(python3 -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))["listen"]))' "$ready"); do
+    case $url in
+      tcp://*) TCP_URL=$url ;;
+      ws://*) WS_URL=$url ;;
+    esac
+  done
+  if [[ $name == harnessd ]]; then METRICS_URL="http://${WS_URL#ws://}/metrics"; fi
+}
+
+# bench NAME ARGS...: runs harness-bench pinned to core 1, keeps its output.
+bench() {
+  local name=$1
+  shift
+  local cmd=("${CLIENT_CPU[@]}" "$BENCH" "$@" --json "$OUT/$name.json")
+  printf '%s\n' "${cmd[*]}" >>"$OUT/commands.txt"
+  local rc=0
+  timeout 300 "${cmd[@]}" >"$OUT/$name.txt" 2>&1 || rc=$?
+  if [[ $rc -ne 0 ]]; then log "  $name: exit $rc (see $OUT/$name.txt)"; fi
+  return 0
+}
+
+# ---- the load matrix --------------------------------------------------------
+# server transport pairs; the floor speaks TCP only
+PAIRS=("harnessd tcp" "harnessd ws" "node tcp" "node ws" "floor tcp" "floor-batch tcp")
+started=$(date +%s)
+for pair in "${PAIRS[@]}"; do
+  read -r server transport <<<"$pair"
+  log "$server over $transport"
+  for n in "${NS[@]}"; do
+    for k in "${KS[@]}"; do
+      for s in "${SS[@]}"; do
+        start_server "$server"
+        url=$TCP_URL
+        [[ $transport == ws ]] && url=$WS_URL
+        name="load-$server-$transport-n$n-k$k-s$s"
+        args=(--connect "$url" --server-pid "$SERVER_PID" -N "$n" -K "$k" -S "$s"
+          --duration "$DURATION" --warmup "$WARMUP" --drain-timeout 60 --label "$server $transport")
+        [[ -n $METRICS_URL ]] && args+=(--metrics-url "$METRICS_URL")
+        bench "$name" "${args[@]}"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$transport" "$n" "$k" "$s" "$name" >>"$CELLS"
+        cleanup
+      done
+    done
+  done
+done
+
+# ---- idle memory -------------------------------------------------------------
+log "$IDLE_CONNECTIONS idle WebSocket connections against harnessd"
+start_server harnessd
+bench idle-connections --connect "$WS_URL" --server-pid "$SERVER_PID" --idle-connections "$IDLE_CONNECTIONS" \
+  --idle-hold "$IDLE_HOLD" --label "harnessd ws"
+cleanup
+log "$IDLE_SESSIONS idle sessions against harnessd"
+start_server harnessd
+bench idle-sessions --connect "$TCP_URL" --server-pid "$SERVER_PID" --idle-sessions "$IDLE_SESSIONS" \
+  --idle-hold "$IDLE_HOLD" --label "harnessd tcp"
+cleanup
+elapsed=$(($(date +%s) - started))
+log "matrix done in ${elapsed}s; writing bench/RESULTS.md"
+
+# ---- RESULTS.md ----------------------------------------------------------------
+CXX=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+export BENCH_OUT=$OUT BENCH_ELAPSED=$elapsed BENCH_DURATION=$DURATION BENCH_WARMUP=$WARMUP \
+  BENCH_CXX="$("${CXX:-c++}" --version | head -1)" BENCH_NODE="$(node --version)" \
+  BENCH_PINNED=$([[ ${#SERVER_CPU[@]} -gt 0 ]] && echo yes || echo no) \
+  BENCH_COMMAND="bench/run.sh${BENCH_QUICK:+ (BENCH_QUICK=$BENCH_QUICK)}" BENCH_ROOT=$ROOT
+python3 - <<'PY'
+import json, os, platform, subprocess
+
+out = os.environ["BENCH_OUT"]
+root = os.environ["BENCH_ROOT"]
+
+def load(name):
+    try:
+        with open(os.path.join(out, name + ".json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+cells = {}
+for line in open(os.path.join(out, "cells.tsv")):
+    server, transport, n, k, s, name = line.rstrip("\n").split("\t")
+    cells[(server, transport, int(n), int(k), int(s))] = load(name)
+keys = sorted({(n, k, s) for (_, _, n, k, s) in cells})
+
+def get(server, transport, n, k, s):
+    return cells.get((server, transport, n, k, s))
+
+def fmt_rate(v):
+    if v is None:
+        return "—"
+    return f"{v/1e6:.2f} M" if v >= 1e6 else f"{v/1e3:.1f} k"
+
+def fmt_ratio(a, b, pct=False):
+    if not a or not b or not b.get("notifications_per_s"):
+        return "—"
+    r = a["notifications_per_s"] / b["notifications_per_s"]
+    return f"{100*r:.0f}%" if pct else f"{r:.1f}×"
+
+def nps(c):
+    if c is None:
+        return "failed"
+    v = fmt_rate(c["notifications_per_s"])
+    return v if c.get("pass") else v + " ✗"
+
+def num(c, key, f="{:.2f}"):
+    if c is None or c.get(key) is None:
+        return "—"
+    return f.format(c[key])
+
+def cpuinfo():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+lines = []
+w = lines.append
+w("# harness-bench results")
+w("")
+w("Written by `bench/run.sh` (do not edit by hand; rerun it). Every figure comes from")
+w("`build/bench/harness-bench`; the raw JSON of each cell is in `" + os.path.relpath(out, root) + "`.")
+w("")
+w("## Machine")
+w("")
+w(f"- cores: {os.cpu_count()} (`nproc`), CPU: {cpuinfo()}")
+w(f"- kernel: {platform.release()}, compiler: {os.environ['BENCH_CXX']}, node: {os.environ['BENCH_NODE']}")
+w(f"- server pinned to core 0, client to core 1 (`taskset`): {os.environ['BENCH_PINNED']}")
+w(f"- harnessd: `--threads 1 --store memory`; peers: `bench/peers/node-reference/server.mjs`, "
+  "`bench/peers/floor/server.mjs` (per-frame writes, and `--batch`: one write per turn)")
+w("")
+w("## Command")
+w("")
+w(f"`{os.environ['BENCH_COMMAND']}` — {os.environ['BENCH_DURATION']} s measured after {os.environ['BENCH_WARMUP']} s "
+  f"warmup per cell, closed loop, M=1 session per connection, a fresh server per cell; whole run "
+  f"{int(os.environ['BENCH_ELAPSED'])//60} min {int(os.environ['BENCH_ELAPSED'])%60} s. Each cell is")
+w("")
+w("```")
+w("taskset -c 1 build/bench/harness-bench --connect URL --server-pid PID -N N -K K -S S \\")
+w(f"    --duration {os.environ['BENCH_DURATION']} --warmup {os.environ['BENCH_WARMUP']} --drain-timeout 60 "
+  "[--metrics-url http://WSHOST:PORT/metrics] --json CELL.json")
+w("```")
+w("")
+w("(every command line is in `commands.txt` next to the JSON). N = connections, K = text-delta chunks per turn")
+w("(`@chunks K S`), S = bytes per chunk; a turn is K+9 notifications and a response. Every turn is verified")
+w("(all notifications before the response, seq contiguous, K text deltas, status ok); ✗ marks a cell with errors")
+w("or verification failures.")
+w("")
+
+all_fail = [(key, c) for key, c in cells.items() if c is None or not c.get("pass")]
+
+# ---- TCP ----
+w("## TCP (NDJSON): notifications/s")
+w("")
+w("| N | K | S | harnessd | node | floor | floor --batch | harnessd/node | harnessd/floor-batch | "
+  "frames/write | writes/notif. | harnessd CPU ms/1k notif. | harnessd peak RSS |")
+w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for (n, k, s) in keys:
+    h = get("harnessd", "tcp", n, k, s)
+    nd = get("node", "tcp", n, k, s)
+    fl = get("floor", "tcp", n, k, s)
+    fb = get("floor-batch", "tcp", n, k, s)
+    rss = "—" if h is None or h.get("server_peak_rss_kib") is None else f"{h['server_peak_rss_kib']/1024:.0f} MiB"
+    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(nd)} | {nps(fl)} | {nps(fb)} | {fmt_ratio(h, nd)} | "
+      f"{fmt_ratio(h, fb, pct=True)} | {num(h, 'frames_per_write', '{:.1f}')} | "
+      f"{num(h, 'writes_per_notification', '{:.4f}')} | {num(h, 'server_cpu_ms_per_1k_notifications', '{:.2f}')} | {rss} |")
+w("")
+
+# ---- WS ----
+w("## WebSocket: notifications/s")
+w("")
+w("| N | K | S | harnessd | node | harnessd/node | harnessd/floor-batch (TCP) | frames/write | writes/notif. | "
+  "harnessd CPU ms/1k notif. | harnessd peak RSS |")
+w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for (n, k, s) in keys:
+    h = get("harnessd", "ws", n, k, s)
+    nd = get("node", "ws", n, k, s)
+    fb = get("floor-batch", "tcp", n, k, s)
+    rss = "—" if h is None or h.get("server_peak_rss_kib") is None else f"{h['server_peak_rss_kib']/1024:.0f} MiB"
+    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(nd)} | {fmt_ratio(h, nd)} | {fmt_ratio(h, fb, pct=True)} | "
+      f"{num(h, 'frames_per_write', '{:.1f}')} | {num(h, 'writes_per_notification', '{:.4f}')} | "
+      f"{num(h, 'server_cpu_ms_per_1k_notifications', '{:.2f}')} | {rss} |")
+w("")
+
+# ---- latency at N=1 ----
+w("## Latency at N=1 (closed loop, K=10, S=64), microseconds")
+w("")
+w("| server | transport | first notif. p50 | first notif. p99 | response p50 | response p99 | response p99.9 |")
+w("|---|---|---:|---:|---:|---:|---:|")
+lat_key = (1, 10, 64) if (1, 10, 64) in keys else (keys[0] if keys else None)
+for server, transport in [("harnessd", "tcp"), ("harnessd", "ws"), ("node", "tcp"), ("node", "ws"),
+                          ("floor", "tcp"), ("floor-batch", "tcp")]:
+    c = get(server, transport, *lat_key) if lat_key else None
+    if c is None:
+        w(f"| {server} | {transport} | — | — | — | — | — |")
+        continue
+    f, r = c["latency_first_notification_us"], c["latency_response_us"]
+    w(f"| {server} | {transport} | {f['p50']:.0f} | {f['p99']:.0f} | {r['p50']:.0f} | {r['p99']:.0f} | {r['p999']:.0f} |")
+if lat_key and lat_key != (1, 10, 64):
+    w(f"\n(cell N={lat_key[0]}, K={lat_key[1]}, S={lat_key[2]}: the quick matrix has no K=10 cell)")
+w("")
+
+# ---- idle memory ----
+ic = load("idle-connections")
+isn = load("idle-sessions")
+w("## Idle memory (harnessd)")
+w("")
+w("| what | count | RSS before | RSS after | per item | checks |")
+w("|---|---:|---:|---:|---:|---|")
+for label, c in [("idle WebSocket connections (initialized)", ic), ("idle sessions (one `hi` turn each)", isn)]:
+    if c is None or c.get("server_rss_before_kib") is None:
+        w(f"| {label} | — | — | — | — | failed |")
+        continue
+    w(f"| {label} | {c['idle_count']} | {c['server_rss_before_kib']/1024:.1f} MiB | {c['server_rss_after_kib']/1024:.1f} MiB | "
+      f"{c['idle_bytes_per_item']/1024:.2f} KiB | {'pass' if c['pass'] else 'FAIL'} |")
+w("")
+
+# ---- all cells ----
+w("## Every cell")
+w("")
+w("| server | transport | N | K | S | prompts/s | notif./s | MB/s | first p50 µs | first p99 µs | resp. p50 µs | "
+  "resp. p99 µs | server CPU s | CPU ms/1k notif. | client CPU s | peak RSS MiB | errors | failures |")
+w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+order = {"harnessd": 0, "node": 1, "floor": 2, "floor-batch": 3}
+for key in sorted(cells, key=lambda t: (t[1], order.get(t[0], 9), t[2], t[3], t[4])):
+    server, transport, n, k, s = key
+    c = cells[key]
+    if c is None:
+        w(f"| {server} | {transport} | {n} | {k} | {s} | failed to run | | | | | | | | | | | | |")
+        continue
+    f, r = c["latency_first_notification_us"], c["latency_response_us"]
+    rss = "—" if c.get("server_peak_rss_kib") is None else f"{c['server_peak_rss_kib']/1024:.0f}"
+    w(f"| {server} | {transport} | {n} | {k} | {s} | {c['prompts_per_s']:.0f} | {c['notifications_per_s']:.0f} | "
+      f"{c['mb_per_s']:.1f} | {f['p50']:.0f} | {f['p99']:.0f} | {r['p50']:.0f} | {r['p99']:.0f} | "
+      f"{num(c, 'server_cpu_seconds')} | {num(c, 'server_cpu_ms_per_1k_notifications')} | "
+      f"{c['client_cpu_seconds']:.2f} | {rss} | {c['errors']} | {c['verification_failures']} |")
+w("")
+
+# ---- targets ----
+def verdict(ok, text):
+    return ("**met**" if ok else "**missed**") + " — " + text
+
+w("## Targets")
+w("")
+tk = (100, 100, 64)
+for transport in ("tcp", "ws"):
+    h, nd, fb = get("harnessd", transport, *tk), get("node", transport, *tk), get("floor-batch", "tcp", *tk)
+    if h and nd:
+        r = h["notifications_per_s"] / nd["notifications_per_s"]
+        w(f"- notifications/s at N=100, K=100, S=64 over {transport.upper()}, ≥10× node: " + verdict(
+            r >= 10, f"{r:.1f}× ({fmt_rate(h['notifications_per_s'])}/s vs {fmt_rate(nd['notifications_per_s'])}/s), "
+            + (f"{r/10:.2f}× the target" if r >= 10 else f"{(1 - r/10)*100:.0f}% short of 10×")))
+    else:
+        w(f"- notifications/s at N=100, K=100, S=64 over {transport.upper()}, ≥10× node: no data")
+    if h and fb:
+        r = h["notifications_per_s"] / fb["notifications_per_s"]
+        w(f"- notifications/s at N=100, K=100, S=64 over {transport.upper()}, ≥50% of the batched floor (TCP): " + verdict(
+            r >= 0.5, f"{100*r:.0f}% ({fmt_rate(h['notifications_per_s'])}/s vs {fmt_rate(fb['notifications_per_s'])}/s), "
+            + (f"{(r-0.5)*100:.0f} points above" if r >= 0.5 else f"{(0.5-r)*100:.0f} points below")))
+for transport in ("tcp", "ws"):
+    c = get("harnessd", transport, *lat_key) if lat_key else None
+    if c:
+        f = c["latency_first_notification_us"]
+        w(f"- N=1 first-notification latency over {transport.upper()}, p50 <150 µs: " + verdict(
+            f["p50"] < 150, f"{f['p50']:.0f} µs ({'%.0f µs under' % (150 - f['p50']) if f['p50'] < 150 else '%.1f× the limit' % (f['p50']/150)})"))
+        w(f"- N=1 first-notification latency over {transport.upper()}, p99 <1 ms: " + verdict(
+            f["p99"] < 1000, f"{f['p99']:.0f} µs ({'%.0f µs under' % (1000 - f['p99']) if f['p99'] < 1000 else '%.1f× the limit' % (f['p99']/1000)})"))
+wpn = [(c["writes_per_notification"], key) for key, c in cells.items()
+       if c and key[0] == "harnessd" and key[2] >= 100 and c.get("writes_per_notification") is not None]
+if wpn:
+    worst, wkey = max(wpn)
+    w("- ≤0.1 write syscalls per notification under load (harnessd `writes_total`/notifications, N ≥ 100, "
+      "every K, S and transport): " + verdict(worst <= 0.1, f"worst {worst:.4f} ({wkey[1].upper()} N={wkey[2]} K={wkey[3]} "
+      f"S={wkey[4]}), " + (f"{0.1/worst:.1f}× below the limit" if worst <= 0.1 and worst > 0 else
+                          "at the limit" if worst <= 0.1 else f"{worst/0.1:.1f}× over the limit")))
+if ic and ic.get("idle_bytes_per_item") is not None:
+    v = ic["idle_bytes_per_item"] / 1024
+    w(f"- idle RSS per WebSocket connection <16 KiB ({ic['idle_count']} connections): " + verdict(
+        v < 16, f"{v:.2f} KiB, " + (f"{16 - v:.2f} KiB under" if v < 16 else f"{v - 16:.2f} KiB ({(v/16 - 1)*100:.0f}%) over")))
+if isn and isn.get("idle_bytes_per_item") is not None:
+    v = isn["idle_bytes_per_item"] / 1024
+    w(f"- idle RSS per session <4 KiB ({isn['idle_count']} sessions): " + verdict(
+        v < 4, f"{v:.2f} KiB, " + (f"{4 - v:.2f} KiB under" if v < 4 else f"{v - 4:.2f} KiB ({(v/4 - 1)*100:.0f}%) over")))
+w("")
+w("## Verification")
+w("")
+if not all_fail and ic and ic.get("pass") and isn and isn.get("pass"):
+    w("Every cell passed: no errors, no verification failures.")
+else:
+    for (server, transport, n, k, s), c in all_fail:
+        msgs = "; ".join((c or {}).get("messages", [])[:3]) or "no JSON written"
+        w(f"- {server} {transport} N={n} K={k} S={s}: errors {(c or {}).get('errors', '?')}, failures "
+          f"{(c or {}).get('verification_failures', '?')}: {msgs}")
+    for name, c in [("idle-connections", ic), ("idle-sessions", isn)]:
+        if not c or not c.get("pass"):
+            w(f"- {name}: " + ("; ".join((c or {}).get("messages", [])[:3]) or "failed"))
+w("")
+dur = float(os.environ["BENCH_DURATION"])
+busy = [(c["client_cpu_seconds"] / dur, key) for key, c in cells.items() if c]
+if busy:
+    top, tkey = max(busy)
+    w(f"Client load: harness-bench used at most {100*top:.0f}% of its core in any cell ({tkey[0]} {tkey[1]} "
+      f"N={tkey[2]} K={tkey[3]} S={tkey[4]}); " + ("the servers, not the client, set these numbers." if top < 0.9 else
+      "that cell may be client-bound."))
+
+with open(os.path.join(root, "bench", "RESULTS.md"), "w") as f:
+    f.write("\n".join(lines) + "\n")
+PY
+log "wrote $ROOT/bench/RESULTS.md"

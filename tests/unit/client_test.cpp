@@ -1,0 +1,553 @@
+// The C++ client against a scripted fake server (frames the real daemon never
+// sends: server requests, unknown ids, garbage, storms, drops) and against the
+// real harnessd over stdio, TCP and WebSocket.
+#include "harnessd/client/blocking_client.hpp"
+#include "harnessd/client/client.hpp"
+#include "harnessd/client/harness.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using namespace harnessd::client;
+using namespace std::chrono_literals;
+
+// ---------------------------------------------------------------------------
+// Running a test coroutine on a bounded io_context
+
+/// Runs `test` on `io` for at most `limit`; rethrows what it threw and fails
+/// when it did not finish.
+void run_bounded(asio::io_context& io, asio::awaitable<void> test, std::chrono::seconds limit = 30s) {
+  bool finished = false;
+  std::exception_ptr failure;
+  asio::co_spawn(io, std::move(test), [&](std::exception_ptr e) {
+    finished = true;
+    failure = e;
+    io.stop();  // the client's reader would keep the context busy
+  });
+  io.restart();
+  io.run_for(limit);
+  REQUIRE_MESSAGE(finished, "test coroutine did not finish in time");
+  if (failure) std::rethrow_exception(failure);
+}
+
+// ---------------------------------------------------------------------------
+// A fake server: accepts one connection and answers each request with the
+// lines its script returns ("$ID" becomes the request's id; "<close>" drops
+// the connection).
+
+using Script = std::function<std::vector<std::string>(const json::object& request)>;
+
+struct FakeServer {
+  explicit FakeServer(asio::io_context& io) : acceptor(io, {asio::ip::make_address("127.0.0.1"), 0}) {}
+  std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+
+  asio::ip::tcp::acceptor acceptor;
+  Script script;
+  std::vector<json::object> received;
+};
+
+std::string replace_all(std::string text, std::string_view from, std::string_view to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+asio::awaitable<void> serve(FakeServer& server) {
+  asio::ip::tcp::socket socket = co_await server.acceptor.async_accept(asio::use_awaitable);
+  std::string buffer;
+  for (;;) {
+    boost::system::error_code ec;
+    const std::size_t n = co_await asio::async_read_until(socket, asio::dynamic_buffer(buffer), '\n',
+                                                          asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    json::object request = json::parse(std::string_view(buffer).substr(0, n - 1)).as_object();
+    buffer.erase(0, n);
+    server.received.push_back(request);
+    const std::string id = json::serialize(request.at("id"));
+    std::string out;
+    bool close = false;
+    for (const std::string& line : server.script(request)) {
+      if (line == "<close>") {
+        close = true;
+        break;
+      }
+      out += replace_all(line, "$ID", id);
+      out += '\n';
+    }
+    if (!out.empty()) co_await asio::async_write(socket, asio::buffer(out), asio::use_awaitable);
+    if (close) {
+      socket.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+      socket.close(ec);
+      co_return;
+    }
+  }
+}
+
+Client connect_fake(asio::io_context& io, FakeServer& server) {
+  asio::co_spawn(io, serve(server), asio::detached);
+  std::unique_ptr<ClientTransport> transport;
+  asio::co_spawn(io, connect_tcp(io.get_executor(), "127.0.0.1", server.port()),
+                 [&](std::exception_ptr e, std::unique_ptr<ClientTransport> t) {
+                   REQUIRE_FALSE(e);
+                   transport = std::move(t);
+                 });
+  while (!transport) io.run_one_for(5s);
+  return Client(io.get_executor(), std::move(transport));
+}
+
+std::string result_line(std::string_view result_json) {
+  return std::string(R"({"jsonrpc":"2.0","id":$ID,"result":)") + std::string(result_json) + "}";
+}
+
+std::string event_line(std::string_view session, std::int64_t seq, std::string_view type, std::string_view data) {
+  return std::string(R"({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":")") + std::string(session) +
+         R"(","event":{"type":")" + std::string(type) + R"(","seq":)" + std::to_string(seq) +
+         R"(,"time":1,"data":)" + std::string(data) + "}}}";
+}
+
+// Coroutines are named functions with by-value (or reference-to-test-state)
+// parameters: the code base avoids lambda coroutines (GCC 12).
+
+asio::awaitable<void> expect_result(Client& client, std::string method, json::value expected) {
+  json::value params = json::object{};
+  json::value result = co_await client.request(std::move(method), std::move(params));
+  CHECK(result == expected);
+}
+
+asio::awaitable<void> expect_closed(Client& client, std::string method, std::string fragment) {
+  json::value params = json::object{};
+  std::string what;
+  try {
+    co_await client.request(std::move(method), std::move(params));
+  } catch (const TransportClosed& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(what.find(fragment) != std::string::npos);
+}
+
+asio::awaitable<void> expect_protocol_error(Client& client, std::string session) {
+  bool thrown = false;
+  std::string text = "hi";
+  try {
+    co_await client.session_prompt(std::move(session), std::move(text));
+  } catch (const ProtocolError&) {
+    thrown = true;
+  }
+  CHECK(thrown);
+}
+
+}  // namespace
+
+TEST_CASE("client: a server request frame (id and method) never resolves a waiting request") {
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) {
+    return std::vector<std::string>{
+        R"({"jsonrpc":"2.0","id":$ID,"method":"session/prompt","params":{"sessionId":"x"}})",
+        R"({"jsonrpc":"2.0","id":$ID,"method":"evil"})",
+        result_line(R"({"pong":true})"),
+    };
+  };
+  Client client = connect_fake(io, server);
+  run_bounded(io, expect_result(client, "ping", json::parse(R"({"pong":true})")));
+  CHECK(client.stats().server_requests == 2);
+  CHECK(client.stats().responses == 1);
+  CHECK(server.received.size() == 1);  // nothing was sent back in answer
+}
+
+TEST_CASE("client: responses with unknown ids are ignored") {
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) {
+    return std::vector<std::string>{
+        R"({"jsonrpc":"2.0","id":999,"result":"not yours"})",
+        R"({"jsonrpc":"2.0","id":"1","result":"a string id is never ours"})",
+        R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}})",
+        result_line("42"),
+    };
+  };
+  Client client = connect_fake(io, server);
+  run_bounded(io, expect_result(client, "ping", json::value(42)));
+  CHECK(client.stats().unknown_ids == 3);
+}
+
+TEST_CASE("client: malformed frames are ignored") {
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) {
+    return std::vector<std::string>{
+        "not json at all", "[1,2,3]", "42", R"({"jsonrpc":"2.0"})", R"({"jsonrpc":"2.0","method":7})",
+        R"({"jsonrpc":"2.0","method":"session.event","params":[1]})", "{\"truncated\":", result_line(R"("fine")"),
+    };
+  };
+  Client client = connect_fake(io, server);
+  run_bounded(io, expect_result(client, "ping", json::value("fine")));
+  CHECK(client.stats().malformed == 7);
+  CHECK(client.stats().responses == 1);
+}
+
+namespace {
+
+struct StormState {
+  std::vector<std::int64_t> seqs;
+  std::size_t other_sessions = 0;
+  TurnResult result;
+};
+
+asio::awaitable<void> storm_turn(Client& client, StormState& state) {
+  Harness harness(client);
+  NotificationHandler live = [&state](const Notification& n) {
+    state.seqs.push_back(n.params.at("event").at("seq").as_int64());
+  };
+  std::string session = "S";
+  std::string input = "storm";
+  state.result = co_await harness.run(std::move(session), std::move(input), std::move(live));
+}
+
+}  // namespace
+
+TEST_CASE("client: a notification storm while a response is pending arrives in order, then the response") {
+  constexpr int storm = 10'000;
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) {
+    std::vector<std::string> lines;
+    for (int i = 0; i < storm; ++i) {
+      lines.push_back(event_line("S", i, "assistant/chunk",
+                                 R"({"turn":0,"step":0,"chunk":{"type":"text-delta","index":0,"text":"x"}})"));
+      if (i % 100 == 0) lines.push_back(event_line("other", i, "step/start", R"({"turn":0,"step":0})"));
+    }
+    lines.push_back(event_line("S", storm, "assistant/message",
+                               R"({"turn":0,"step":0,"content":[{"type":"text","text":"done"}],)"
+                               R"("provenance":{"provider":"fake","model":"m"}})"));
+    lines.push_back(result_line(R"({"status":"ok","reason":{"kind":"completed"}})"));
+    return lines;
+  };
+  Client client = connect_fake(io, server);
+  StormState state;
+  run_bounded(io, storm_turn(client, state));
+  REQUIRE(state.seqs.size() == storm + 1);
+  for (int i = 0; i <= storm; ++i) REQUIRE(state.seqs[i] == i);
+  CHECK(state.result.status == "ok");
+  CHECK(state.result.events.size() == storm + 1);
+  CHECK(state.result.notifications.size() == storm + 1);
+  CHECK(state.result.final_response == "done");
+  CHECK(client.stats().notifications == storm + storm / 100 + 1);
+}
+
+TEST_CASE("client: a dropped connection fails the pending request with TransportClosed") {
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) {
+    return std::vector<std::string>{event_line("S", 0, "turn/start", "{}"), "<close>"};
+  };
+  Client client = connect_fake(io, server);
+  run_bounded(io, expect_closed(client, "session/prompt", "closed by the daemon"));
+  CHECK(client.closed());
+  // Later calls fail at once, with the same reason.
+  run_bounded(io, expect_closed(client, "session/cancel", "closed by the daemon"));
+}
+
+namespace {
+
+asio::awaitable<void> close_soon(Client& client) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, 50ms);
+  co_await timer.async_wait(asio::use_awaitable);
+  co_await client.close();
+}
+
+asio::awaitable<void> request_then_close(Client& client) {
+  asio::co_spawn(co_await asio::this_coro::executor, close_soon(client), asio::detached);
+  std::string method = "session/prompt";
+  std::string fragment = "closed by the client";
+  co_await expect_closed(client, std::move(method), std::move(fragment));
+}
+
+}  // namespace
+
+TEST_CASE("client: close() fails pending requests with TransportClosed") {
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) { return std::vector<std::string>{}; };  // never answers
+  Client client = connect_fake(io, server);
+  run_bounded(io, request_then_close(client));
+}
+
+TEST_CASE("client: a malformed session/prompt result throws ProtocolError") {
+  const char* bad_results[] = {
+      R"({"status":"weird","reason":{"kind":"completed"}})",
+      R"({"status":"ok","reason":"completed"})",
+      R"({"status":"ok"})",
+      R"({"status":"ok","reason":{"kind":7}})",
+      R"("ok")",
+  };
+  for (const char* bad : bad_results) {
+    CAPTURE(bad);
+    asio::io_context io;
+    FakeServer server(io);
+    server.script = [bad](const json::object&) { return std::vector<std::string>{result_line(bad)}; };
+    Client client = connect_fake(io, server);
+    run_bounded(io, expect_protocol_error(client, "S"));
+  }
+  // A response with both result and error is a protocol error too.
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) {
+    return std::vector<std::string>{R"({"jsonrpc":"2.0","id":$ID,"result":{},"error":{"code":1,"message":"x"}})"};
+  };
+  Client client = connect_fake(io, server);
+  run_bounded(io, expect_protocol_error(client, "S"));
+}
+
+TEST_CASE("client: error responses become RpcError with code, message and data") {
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) {
+    return std::vector<std::string>{
+        R"({"jsonrpc":"2.0","id":$ID,"error":{"code":-32001,"message":"session already has an active prompt: S","data":{"sessionId":"S"}}})"};
+  };
+  Client client = connect_fake(io, server);
+  int code = 0;
+  json::value data;
+  struct Probe {
+    static asio::awaitable<void> run(Client& client, int& code, json::value& data) {
+      std::string session = "S";
+      std::string text = "hi";
+      try {
+        co_await client.session_prompt(std::move(session), std::move(text));
+      } catch (const RpcError& e) {
+        code = e.code();
+        data = e.data();
+      }
+    }
+  };
+  run_bounded(io, Probe::run(client, code, data));
+  CHECK(code == -32001);
+  CHECK(data == json::parse(R"({"sessionId":"S"})"));
+}
+
+TEST_CASE("client: parse_server_url") {
+  ServerUrl tcp = parse_server_url("tcp://127.0.0.1:7879");
+  CHECK(tcp.scheme == "tcp");
+  CHECK(tcp.host == "127.0.0.1");
+  CHECK(tcp.port == 7879);
+  ServerUrl ws = parse_server_url("ws://[::1]:7878/?access_token=abc");
+  CHECK(ws.host == "::1");
+  CHECK(ws.target == "/?access_token=abc");
+  CHECK(parse_server_url("ws://h:1?x=1").target == "/?x=1");
+  CHECK_THROWS_AS(parse_server_url("http://h:1"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_server_url("tcp://h"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_server_url("tcp://h:99999"), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------
+// Against the real daemon
+
+namespace {
+
+std::string harnessd_path() {
+  if (const char* env = std::getenv("HARNESSD_BIN"); env != nullptr && *env != '\0') return env;
+#ifdef HARNESSD_TEST_BIN
+  return HARNESSD_TEST_BIN;
+#else
+  return "harnessd";
+#endif
+}
+
+/// A harnessd listening on a network URL; SIGTERM and reaped at scope exit.
+class NetworkDaemon {
+ public:
+  explicit NetworkDaemon(std::string scheme) {
+    const std::string ready = (std::filesystem::temp_directory_path() /
+                               ("harness-client-test-" + std::to_string(::getpid()) + "-" + scheme + ".json"))
+                                  .string();
+    std::filesystem::remove(ready);
+    std::vector<std::string> args{harnessd_path(), "--listen", scheme + "://127.0.0.1:0", "--ready-file", ready,
+                                  "--store", "memory", "--threads", "2", "--log-level", "warn"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    REQUIRE(::posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+    for (int i = 0; i < 1000 && url_.empty(); ++i) {
+      std::ifstream in(ready);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!text.empty()) url_ = std::string(json::parse(text).at("listen").at(0).as_string());
+      if (url_.empty()) std::this_thread::sleep_for(10ms);
+    }
+    std::filesystem::remove(ready);
+    REQUIRE_MESSAGE(!url_.empty(), "harnessd did not become ready");
+  }
+  ~NetworkDaemon() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  const std::string& url() const { return url_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string url_;
+};
+
+struct RealTurn {
+  InitializeResult init;
+  TurnResult result;
+  TurnResult second;
+  TurnResult subagent;
+};
+
+asio::awaitable<void> hello_turns(Client& client, RealTurn& out, bool shutdown) {
+  InitializeOptions init;
+  out.init = co_await client.initialize(std::move(init));
+  Harness harness(client);
+  std::string session = "real";
+  std::string first = "hello";
+  std::string second = "@chunks 3 4";
+  std::string session_again = session;
+  out.result = co_await harness.run(std::move(session), std::move(first));
+  out.second = co_await harness.run(std::move(session_again), std::move(second));
+  std::string parent = "parent";
+  std::string delegate = "@subagent hi";
+  out.subagent = co_await harness.run(std::move(parent), std::move(delegate));
+  if (shutdown) co_await client.shutdown();
+  co_await client.close();
+}
+
+void check_hello(const RealTurn& turn) {
+  CHECK(turn.init.server_name == "deepseek-harness-sdk-runtime");
+  CHECK(turn.init.protocol_version == 1);
+  const TurnResult& r = turn.result;
+  CHECK(r.status == "ok");
+  CHECK(r.reason.at("kind") == "completed");
+  CHECK(r.final_response == "echo: hello");
+  REQUIRE(r.events.size() >= 4);
+  CHECK(r.events.front().at("type") == "turn/start");
+  CHECK(r.events.back().at("type") == "turn/end");  // every notification precedes the response
+  CHECK(r.notifications.size() == r.events.size());
+  for (std::size_t i = 0; i < r.events.size(); ++i) CHECK(r.events[i].at("seq").as_int64() == std::int64_t(i));
+  // The second turn continues the sequence.
+  const TurnResult& s = turn.second;
+  CHECK(s.final_response == "aaaabbbbcccc");
+  REQUIRE_FALSE(s.events.empty());
+  CHECK(s.events.front().at("seq").as_int64() == std::int64_t(r.events.size()));
+  for (std::size_t i = 1; i < s.events.size(); ++i) {
+    CHECK(s.events[i].at("seq").as_int64() == s.events[i - 1].at("seq").as_int64() + 1);
+  }
+  // A subscription follows the child sessions its turn starts.
+  const TurnResult& sub = turn.subagent;
+  CHECK(sub.final_response == "subagent said: echo: hi");
+  std::size_t child_events = 0, started = 0, finished = 0;
+  for (const Notification& n : sub.notifications) {
+    if (n.method == "subagent.started") ++started;
+    if (n.method == "subagent.finished") ++finished;
+    if (n.method == "session.event" && n.params.at("sessionId") != "parent") ++child_events;
+  }
+  CHECK(started == 1);
+  CHECK(finished == 1);
+  CHECK(child_events > 0);
+  CHECK(sub.notifications.size() == sub.events.size() + child_events + 2);
+}
+
+asio::awaitable<void> connect_and_run(asio::any_io_executor executor, std::string url, RealTurn& out) {
+  std::unique_ptr<ClientTransport> transport = co_await connect_url(executor, std::move(url));
+  Client client(executor, std::move(transport));
+  co_await hello_turns(client, out, false);
+}
+
+asio::awaitable<void> dead_daemon(Client& client, std::string& what) {
+  InitializeOptions init;
+  try {
+    co_await client.initialize(std::move(init));
+  } catch (const TransportClosed& e) {
+    what = e.what();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("client: real harnessd over stdio") {
+  asio::io_context io;
+  SpawnOptions spawn;
+  spawn.program = harnessd_path();
+  spawn.args = {"--store", "memory", "--log-level", "warn"};
+  Client client(io.get_executor(), spawn_stdio(io.get_executor(), spawn));
+  RealTurn turn;
+  run_bounded(io, hello_turns(client, turn, true));
+  check_hello(turn);
+}
+
+TEST_CASE("client: real harnessd over TCP") {
+  NetworkDaemon daemon("tcp");
+  asio::io_context io;
+  RealTurn turn;
+  run_bounded(io, connect_and_run(io.get_executor(), daemon.url(), turn));
+  check_hello(turn);
+}
+
+TEST_CASE("client: real harnessd over WebSocket") {
+  NetworkDaemon daemon("ws");
+  asio::io_context io;
+  RealTurn turn;
+  run_bounded(io, connect_and_run(io.get_executor(), daemon.url(), turn));
+  check_hello(turn);
+}
+
+TEST_CASE("client: a child that dies reports its exit status in TransportClosed") {
+  asio::io_context io;
+  SpawnOptions spawn;
+  spawn.program = "/bin/false";  // `false --stdio` exits 1 at once
+  Client client(io.get_executor(), spawn_stdio(io.get_executor(), spawn));
+  std::string what;
+  run_bounded(io, dead_daemon(client, what));
+  INFO(what);
+  CHECK(what.find("exited with status 1") != std::string::npos);
+}
+
+TEST_CASE("client: BlockingClient and BlockingHarness from a plain thread") {
+  SpawnOptions spawn;
+  spawn.program = harnessd_path();
+  spawn.args = {"--store", "memory", "--log-level", "warn"};
+  std::unique_ptr<BlockingClient> client = BlockingClient::spawn(spawn);
+  CHECK(client->initialize().get().server_name == "deepseek-harness-sdk-runtime");
+  BlockingHarness harness(*client);
+  std::atomic<int> seen{0};
+  TurnResult result = harness.run("blocking", "hello", [&seen](const Notification&) { ++seen; }).get();
+  CHECK(result.status == "ok");
+  CHECK(result.final_response == "echo: hello");
+  CHECK(seen.load() == static_cast<int>(result.notifications.size()));
+  CHECK_FALSE(client->session_cancel("blocking").get());
+  CHECK_THROWS_AS(client->request("no/such/method", nullptr).get(), RpcError);
+  client->shutdown().get();
+}
