@@ -15,7 +15,12 @@ packages=(build-essential cmake ninja-build ccache pkg-config git ca-certificate
   libboost1.81-dev libboost-json1.81-dev
   libssl-dev doctest-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   python3 python3-pytest procps curl)
-[ "$browser" = 1 ] && packages+=(chromium nodejs npm)
+if [ "$browser" = 1 ]; then
+  packages+=(chromium)
+  # Keep a Node.js that is already there (it may come with its own npm,
+  # which Debian's npm package conflicts with).
+  command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
+fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${packages[@]}"
 if [ "$browser" = 1 ]; then
