@@ -164,6 +164,10 @@ class Connection final : public FrameHandler {
 
   /// After the threads stopped: turns still unanswered are errors.
   void finalize() {
+    if (!initialized_ && !setup_failed_) {
+      ++stats_.errors;
+      stats_.note(fmt::format("connection {}: no answer to initialize", index_));
+    }
     if (in_flight_ > 0) {
       stats_.errors += static_cast<std::uint64_t>(in_flight_);
       stats_.note(fmt::format("connection {}: {} prompt(s) unanswered at the end", index_, in_flight_));
@@ -206,6 +210,7 @@ class Connection final : public FrameHandler {
   void on_closed(const std::string& why) override {
     if (closed_) return;
     closed_ = true;
+    setup_failed_ = !initialized_;
     ++stats_.errors;
     stats_.note(fmt::format("connection {}: {}", index_, why));
     if (in_flight_ > 0) {
@@ -243,6 +248,8 @@ class Connection final : public FrameHandler {
     std::string error;
     try {
       co_await transport_->open();
+    } catch (const boost::system::system_error& e) {
+      error = e.code().message();
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -277,6 +284,7 @@ class Connection final : public FrameHandler {
   }
 
   void fail_setup(const std::string& why) {
+    setup_failed_ = true;
     ++stats_.errors;
     stats_.note(fmt::format("connection {}: {}", index_, why));
     closed_ = true;
@@ -472,6 +480,7 @@ class Connection final : public FrameHandler {
   Plan plan_ = Plan::none;
   Latch* setup_latch_ = nullptr;
   bool initialized_ = false;
+  bool setup_failed_ = false;  ///< already counted as an error
   bool closed_ = false;
   bool done_reported_ = false;
   int in_flight_ = 0;
@@ -643,8 +652,7 @@ std::size_t default_read_buffer(int connections) {
 }
 
 void note_setup_failure(Results& r, std::size_t initialized, int wanted) {
-  if (initialized < static_cast<std::size_t>(wanted)) {
-    r.errors += static_cast<std::uint64_t>(wanted) - initialized;
+  if (initialized < static_cast<std::size_t>(wanted)) {  // each one is counted as an error by its connection
     r.messages.push_back(fmt::format("only {} of {} connections initialized", initialized, wanted));
   }
 }
