@@ -8,7 +8,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <charconv>
 #include <chrono>
+#include <iterator>
 
 namespace harnessd::harness {
 namespace json = boost::json;
@@ -144,15 +146,30 @@ void Session::load(const std::optional<std::string>& cwd) {
 
 std::string Session::append_event(std::string_view type, json::object data) {
   apply_to_conversation(type, data);
-  json::object event;
-  event.reserve(4);
-  event["type"] = type;
-  event["seq"] = next_seq_++;
-  event["time"] = now_ms();
-  event["data"] = std::move(data);
-  std::string serialized = json::serialize(event);
-  log_->append(serialized);
-  return serialized;
+  const std::string data_json = json::serialize(data);
+  return append_serialized_event(type, data_json);
+}
+
+std::string Session::append_serialized_event(std::string_view type, std::string_view data_json) {
+  // Written by hand: one allocation instead of a JSON object per event.
+  // `type` is one of the protocol's event names and needs no escaping; the
+  // key order is part of the documented log format.
+  char numbers[2][24];
+  const auto seq_end = std::to_chars(std::begin(numbers[0]), std::end(numbers[0]), next_seq_++).ptr;
+  const auto time_end = std::to_chars(std::begin(numbers[1]), std::end(numbers[1]), now_ms()).ptr;
+  std::string event;
+  event.reserve(48 + type.size() + data_json.size());
+  event += R"({"type":")";
+  event += type;
+  event += R"(","seq":)";
+  event.append(numbers[0], seq_end);
+  event += R"(,"time":)";
+  event.append(numbers[1], time_end);
+  event += R"(,"data":)";
+  event += data_json;
+  event += '}';
+  log_->append(event);
+  return event;
 }
 
 void Session::sync_log() { log_->sync(); }

@@ -4,6 +4,8 @@
 #include "harnessd/harness/turn_status.hpp"
 #include "harnessd/llm/provider.hpp"
 
+#include <boost/json/serialize.hpp>
+
 #include <chrono>
 #include <map>
 
@@ -63,9 +65,9 @@ class TurnRun final : public llm::ChunkSink {
 
   asio::awaitable<void> on_chunk(json::object chunk) override {
     fold(chunk);
-    json::object data = step_data();
-    data["chunk"] = std::move(chunk);
-    co_await emit(assistant_chunk, std::move(data));
+    const std::string data = chunk_data_json(chunk);
+    const std::string event = session_.append_serialized_event(assistant_chunk, data);
+    co_await sink_.on_event(session_.id(), event);
   }
 
  private:
@@ -153,6 +155,17 @@ class TurnRun final : public llm::ChunkSink {
     return json::object{{"content", input_.content}, {"source", json::object{{"kind", "user"}}}};
   }
   json::object step_data() const { return json::object{{"turn", turn_}, {"step", step_}}; }
+  /// `{"turn":T,"step":S,"chunk":CHUNK}`, serialized directly (hot path).
+  std::string chunk_data_json(const json::object& chunk) const {
+    std::string out = R"({"turn":)";
+    out += std::to_string(turn_);
+    out += R"(,"step":)";
+    out += std::to_string(step_);
+    out += R"(,"chunk":)";
+    out += json::serialize(chunk);
+    out += '}';
+    return out;
+  }
   json::object turn_end_data(const json::object& reason) const {
     return json::object{{"turn", turn_}, {"reason", reason}};
   }

@@ -71,6 +71,9 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Stamps seq and time on an event, appends it to the log, updates the
   /// conversation and returns the serialized event.
   std::string append_event(std::string_view type, boost::json::object data);
+  /// The same for an event whose data is already serialized and does not
+  /// change the conversation (chunks, step boundaries): the hot path.
+  std::string append_serialized_event(std::string_view type, std::string_view data_json);
   const std::vector<llm::ChatMessage>& messages() const noexcept { return messages_; }
   void sync_log();
   std::int64_t allocate_turn() noexcept { return next_turn_++; }
