@@ -1,7 +1,6 @@
-// The bench's view of one connection to a server: connect, a reader that
-// hands whole frames to a handler, and batched sends. NDJSON (TCP, a spawned
-// server's stdio pipes) and WebSocket implement it; the load driver does not
-// know which one it drives.
+// The bench's view of one connection: connect, a reader handing whole frames
+// to a handler, batched sends. NDJSON (TCP, spawned stdio) and WebSocket
+// implement it, so the load driver does not care which one it drives.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

@@ -1,7 +1,6 @@
-// Classifies one server frame for harness-bench without parsing it whole:
-// the bench must read faster than the servers write, so the common frames
-// (session.event notifications and prompt responses) are recognised by
-// string scans and everything else falls back to Boost.JSON.
+// Classifies server frames for harness-bench without parsing them whole: the
+// bench must read faster than servers write, so session.event notifications
+// and responses are recognised by string scans, the rest by Boost.JSON.
 #pragma once
 
 #include <cstdint>

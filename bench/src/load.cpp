@@ -1,8 +1,6 @@
-// The load drivers of harness-bench: connections that prompt their sessions
-// (closed or open loop), verify every turn as its frames arrive, and count
-// what arrives inside the measurement window; plus the idle-memory modes.
-// Each connection lives on one io_context thread and touches only that
-// thread's counters, so the hot path takes no locks.
+// The load drivers of harness-bench: connections prompt their sessions (closed
+// or open loop) and verify every turn as it arrives, each on one io_context
+// thread with that thread's own counters (no locks); plus the idle-memory modes.
 #include "load.hpp"
 
 #include "frame_scan.hpp"
@@ -15,6 +13,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
 #include <fmt/format.h>
 
 #include <sys/wait.h>

@@ -1,7 +1,6 @@
-// harness-bench: the load benchmark for harnessd and its peers (the Node
-// reference server, the floor). Drives NDJSON over TCP, WebSocket or a
-// spawned server's stdio, verifies every turn and reports throughput,
-// latency, server CPU/memory and harnessd's frames per write.
+// harness-bench: the load benchmark for harnessd and its peers (Node reference,
+// floor) over TCP, WebSocket or a spawned server's stdio; it verifies every
+// turn and reports throughput, latency, server CPU/memory and frames per write.
 #include "load.hpp"
 #include "proc_stats.hpp"
 #include "report.hpp"

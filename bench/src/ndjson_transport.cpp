@@ -1,7 +1,6 @@
-// NDJSON client transports for harness-bench: a TCP socket, or the stdin and
-// stdout pipes of a server it spawns with `--stdio --store memory`. Reads go
-// into one large buffer scanned with memchr; sends are appended to one string
-// and leave in a single write per batch.
+// NDJSON client transports for harness-bench: a TCP socket, or the pipes of a
+// server spawned with `--stdio --store memory`. Reads fill one large buffer
+// scanned with memchr; the sends of a batch leave in one write.
 #include "client_transport.hpp"
 
 #include <boost/asio/co_spawn.hpp>
