@@ -132,6 +132,7 @@ bench() {
 # server transport pairs; the floor speaks TCP only
 PAIRS=("harnessd tcp" "harnessd ws" "node tcp" "node ws" "floor tcp" "floor-batch tcp")
 started=$(date +%s)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for pair in "${PAIRS[@]}"; do
   read -r server transport <<<"$pair"
   log "$server over $transport"
@@ -165,6 +166,7 @@ bench idle-sessions --connect "$TCP_URL" --server-pid "$SERVER_PID" --idle-sessi
   --idle-hold "$IDLE_HOLD" --label "harnessd tcp"
 cleanup
 elapsed=$(($(date +%s) - started))
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 log "matrix done in ${elapsed}s; writing bench/RESULTS.md"
 
 # ---- RESULTS.md ----------------------------------------------------------------
@@ -172,6 +174,7 @@ CXX=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 export BENCH_OUT=$OUT BENCH_ELAPSED=$elapsed BENCH_DURATION=$DURATION BENCH_WARMUP=$WARMUP \
   BENCH_CXX="$("${CXX:-c++}" --version | head -1)" BENCH_NODE="$(node --version)" \
   BENCH_PINNED=$([[ ${#SERVER_CPU[@]} -gt 0 ]] && echo yes || echo no) \
+  BENCH_LOAD="$LOAD_BEFORE at the start, $LOAD_AFTER at the end" \
   BENCH_COMMAND="bench/run.sh${BENCH_QUICK:+ (BENCH_QUICK=$BENCH_QUICK)}" BENCH_ROOT=$ROOT
 python3 - <<'PY'
 import json, os, platform, subprocess
@@ -238,6 +241,8 @@ w("")
 w(f"- cores: {os.cpu_count()} (`nproc`), CPU: {cpuinfo()}")
 w(f"- kernel: {platform.release()}, compiler: {os.environ['BENCH_CXX']}, node: {os.environ['BENCH_NODE']}")
 w(f"- server pinned to core 0, client to core 1 (`taskset`): {os.environ['BENCH_PINNED']}")
+w(f"- load average (1/5/15 min): {os.environ['BENCH_LOAD']}; the bench alone keeps about 2 busy at the end, "
+  "more means other work shared the two cores and the figures are noisier")
 w(f"- harnessd: `--threads 1 --store memory`; peers: `bench/peers/node-reference/server.mjs`, "
   "`bench/peers/floor/server.mjs` (per-frame writes, and `--batch`: one write per turn)")
 w("")
