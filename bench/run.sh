@@ -6,7 +6,15 @@
 #   bench/run.sh                      the full matrix
 #   BENCH_DURATION=5 BENCH_WARMUP=2 bench/run.sh
 #   BENCH_QUICK=1 bench/run.sh        a 1-second-per-cell subset, to try the script
+#   bench/run.sh --report DIR         rewrite RESULTS.md from an earlier run's results
 set -euo pipefail
+REPORT_ONLY=""
+if [[ ${1:-} == --report ]]; then
+  REPORT_ONLY=${2:?usage: run.sh --report build/bench/bench-results/DATE}
+elif [[ $# -gt 0 ]]; then
+  echo "usage: bench/run.sh [--report RESULTS_DIR]" >&2
+  exit 2
+fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build/bench
@@ -29,6 +37,7 @@ fi
 log() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+if [[ -z $REPORT_ONLY ]]; then
 # ---- build --------------------------------------------------------------
 command -v cmake >/dev/null || die "cmake is missing"
 command -v ninja >/dev/null || die "ninja is missing"
@@ -56,6 +65,10 @@ else
   log "warning: no taskset or fewer than 2 cores: server and client are not pinned"
 fi
 
+# Two matrices at once would share the two cores and spoil each other's figures.
+mkdir -p "$BUILD/bench-results"
+exec 9>"$BUILD/bench-results/.lock"
+flock -n 9 || die "another bench/run.sh is running (lock $BUILD/bench-results/.lock)"
 OUT=$BUILD/bench-results/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 CELLS=$OUT/cells.tsv
@@ -171,11 +184,25 @@ log "matrix done in ${elapsed}s; writing bench/RESULTS.md"
 
 # ---- RESULTS.md ----------------------------------------------------------------
 CXX=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
-export BENCH_OUT=$OUT BENCH_ELAPSED=$elapsed BENCH_DURATION=$DURATION BENCH_WARMUP=$WARMUP \
-  BENCH_CXX="$("${CXX:-c++}" --version | head -1)" BENCH_NODE="$(node --version)" \
-  BENCH_PINNED=$([[ ${#SERVER_CPU[@]} -gt 0 ]] && echo yes || echo no) \
-  BENCH_LOAD="$LOAD_BEFORE at the start, $LOAD_AFTER at the end" \
-  BENCH_COMMAND="bench/run.sh${BENCH_QUICK:+ (BENCH_QUICK=$BENCH_QUICK)}" BENCH_ROOT=$ROOT
+{
+  printf 'BENCH_ELAPSED=%q\n' "$elapsed"
+  printf 'BENCH_DURATION=%q\n' "$DURATION"
+  printf 'BENCH_WARMUP=%q\n' "$WARMUP"
+  printf 'BENCH_CXX=%q\n' "$("${CXX:-c++}" --version | head -1)"
+  printf 'BENCH_NODE=%q\n' "$(node --version)"
+  printf 'BENCH_PINNED=%q\n' "$([[ ${#SERVER_CPU[@]} -gt 0 ]] && echo yes || echo no)"
+  printf 'BENCH_LOAD=%q\n' "$LOAD_BEFORE at the start, $LOAD_AFTER at the end"
+  printf 'BENCH_COMMAND=%q\n' "bench/run.sh${BENCH_QUICK:+ (BENCH_QUICK=$BENCH_QUICK)}"
+} >"$OUT/meta.env"
+else
+  OUT=$(cd "$REPORT_ONLY" && pwd)
+  [[ -f $OUT/meta.env && -f $OUT/cells.tsv ]] || die "$OUT has no meta.env / cells.tsv"
+fi
+set -a
+# shellcheck disable=SC1091
+source "$OUT/meta.env"
+set +a
+export BENCH_OUT=$OUT BENCH_ROOT=$ROOT
 python3 - <<'PY'
 import json, os, platform, subprocess
 
@@ -416,9 +443,23 @@ dur = float(os.environ["BENCH_DURATION"])
 busy = [(c["client_cpu_seconds"] / dur, key) for key, c in cells.items() if c]
 if busy:
     top, tkey = max(busy)
-    w(f"Client load: harness-bench used at most {100*top:.0f}% of its core in any cell ({tkey[0]} {tkey[1]} "
-      f"N={tkey[2]} K={tkey[3]} S={tkey[4]}); " + ("the servers, not the client, set these numbers." if top < 0.9 else
-      "that cell may be client-bound."))
+    w(f"Client load: harness-bench used at most {100*top:.0f}% of its own core ({tkey[0]} {tkey[1]} "
+      f"N={tkey[2]} K={tkey[3]} S={tkey[4]}). It spends that time mostly in the kernel, woken once per read: "
+      "servers that write every frame with its own syscall (node, floor) cost it the most.")
+    def server_busy(c):
+        return (c.get("server_cpu_seconds") or 0) / dur
+    hot = sorted((b, key) for b, key in busy if b >= 0.7)
+    suspect = [(b, key) for b, key in hot if server_busy(cells[key]) < 0.9]
+    if not hot:
+        w("It stayed below 70% in every cell: the servers, not the client, set these numbers.")
+    elif not suspect:
+        w(f"In the {len(hot)} cell(s) where it used 70% or more, the server used at least 90% of its own core: "
+          "those cells are server-bound too.")
+    else:
+        w("Cells where the client used 70% or more while the server used less than 90% of its core, so the "
+          "client may have held the server back: " +
+          ", ".join(f"{k[0]} {k[1]} N={k[2]} K={k[3]} S={k[4]} (client {100*b:.0f}%, server "
+                    f"{100*server_busy(cells[k]):.0f}%)" for b, k in suspect) + ".")
 
 with open(os.path.join(root, "bench", "RESULTS.md"), "w") as f:
     f.write("\n".join(lines) + "\n")

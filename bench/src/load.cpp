@@ -744,6 +744,10 @@ Results run_load(const Options& given) {
       r.writes_per_notification = static_cast<double>(r.writes) / static_cast<double>(r.notifications_total);
     }
   }
+  if (r.prompts == 0 && r.errors + r.failures == 0) {
+    r.messages.push_back("no prompt was answered inside the measurement window: the figures are zero, "
+                         "give --duration more time");
+  }
   if (opt.smoke && r.prompts_answered < static_cast<std::uint64_t>(opt.connections) * opt.sessions) {
     ++r.failures;
     r.messages.push_back(fmt::format("smoke: only {} prompts answered, expected at least {}", r.prompts_answered,
