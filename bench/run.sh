@@ -38,6 +38,11 @@ log() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 if [[ -z $REPORT_ONLY ]]; then
+# Two matrices at once would share the two cores and spoil each other's figures.
+mkdir -p "$BUILD/bench-results"
+exec 9>"$BUILD/bench-results/.lock"
+flock -n 9 || die "another bench/run.sh is running (lock $BUILD/bench-results/.lock)"
+
 # ---- build --------------------------------------------------------------
 command -v cmake >/dev/null || die "cmake is missing"
 command -v ninja >/dev/null || die "ninja is missing"
@@ -65,10 +70,6 @@ else
   log "warning: no taskset or fewer than 2 cores: server and client are not pinned"
 fi
 
-# Two matrices at once would share the two cores and spoil each other's figures.
-mkdir -p "$BUILD/bench-results"
-exec 9>"$BUILD/bench-results/.lock"
-flock -n 9 || die "another bench/run.sh is running (lock $BUILD/bench-results/.lock)"
 OUT=$BUILD/bench-results/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 CELLS=$OUT/cells.tsv
@@ -239,6 +240,8 @@ def fmt_ratio(a, b, pct=False):
 def nps(c):
     if c is None:
         return "failed"
+    if c.get("prompts") == 0:
+        return "0 (no turn ended in the window)" if c.get("pass") else "0 ✗"
     v = fmt_rate(c["notifications_per_s"])
     return v if c.get("pass") else v + " ✗"
 
