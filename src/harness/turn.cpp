@@ -4,8 +4,6 @@
 #include "harnessd/harness/turn_status.hpp"
 #include "harnessd/llm/provider.hpp"
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <boost/json/serialize.hpp>
 
@@ -59,10 +57,6 @@ class TurnRun final : public llm::ChunkSink {
     } settle{stats, started};
 
     co_await emit(turn_start, turn_start_data());
-    // Let the connection's writer send turn/start now: a client sees its turn
-    // begin at once even when the rest of the turn runs without pausing
-    // (which then leaves in large batches).
-    co_await asio::post(asio::use_awaitable);
     co_await emit(user_message, user_message_data());
     json::object reason = co_await run_steps();
     co_await emit(turn_end_type, turn_end_data(reason));
