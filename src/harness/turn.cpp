@@ -4,7 +4,6 @@
 #include "harnessd/harness/turn_status.hpp"
 #include "harnessd/llm/provider.hpp"
 
-
 #include <boost/json/serialize.hpp>
 
 #include <chrono>
