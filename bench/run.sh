@@ -142,7 +142,38 @@ bench() {
   return 0
 }
 
+# other_load FILE.json: cores of CPU used by anything but the server and the
+# bench during the cell's window (-1 when unknown)
+other_load() {
+  python3 -c 'import json,sys
+try:
+    v = json.load(open(sys.argv[1])).get("other_cpu_cores")
+except (OSError, ValueError):
+    v = None
+print(-1 if v is None else round(v, 2))' "$1"
+}
+noisy() {
+  [[ $(python3 -c 'import sys; print(int(float(sys.argv[1]) >= float(sys.argv[2])))' \
+    "$(other_load "$OUT/$1.json")" "$NOISY_CORES") == 1 ]]
+}
+
+# run_cell SERVER TRANSPORT N K S NAME: one cell against a fresh server
+run_cell() {
+  local server=$1 transport=$2 n=$3 k=$4 s=$5 name=$6
+  start_server "$server"
+  local url=$TCP_URL
+  [[ $transport == ws ]] && url=$WS_URL
+  local args=(--connect "$url" --server-pid "$SERVER_PID" -N "$n" -K "$k" -S "$s"
+    --duration "$DURATION" --warmup "$WARMUP" --drain-timeout 60 --label "$server $transport")
+  [[ -n $METRICS_URL ]] && args+=(--metrics-url "$METRICS_URL")
+  bench "$name" "${args[@]}"
+  cleanup
+}
+
 # ---- the load matrix --------------------------------------------------------
+NOISY_CORES=${BENCH_NOISY_CORES:-0.25}
+MAX_RETRIES=${BENCH_MAX_RETRIES:-24}
+RETRIES=0
 # server transport pairs; the floor speaks TCP only
 PAIRS=("harnessd tcp" "harnessd ws" "node tcp" "node ws" "floor tcp" "floor-batch tcp")
 started=$(date +%s)
@@ -153,16 +184,24 @@ for pair in "${PAIRS[@]}"; do
   for n in "${NS[@]}"; do
     for k in "${KS[@]}"; do
       for s in "${SS[@]}"; do
-        start_server "$server"
-        url=$TCP_URL
-        [[ $transport == ws ]] && url=$WS_URL
         name="load-$server-$transport-n$n-k$k-s$s"
-        args=(--connect "$url" --server-pid "$SERVER_PID" -N "$n" -K "$k" -S "$s"
-          --duration "$DURATION" --warmup "$WARMUP" --drain-timeout 60 --label "$server $transport")
-        [[ -n $METRICS_URL ]] && args+=(--metrics-url "$METRICS_URL")
-        bench "$name" "${args[@]}"
+        run_cell "$server" "$transport" "$n" "$k" "$s" "$name"
+        # A cell measured while other work took a share of the cores is run
+        # once more; the quieter of the two is kept.
+        if noisy "$name" && [[ $RETRIES -lt $MAX_RETRIES ]]; then
+          RETRIES=$((RETRIES + 1))
+          mv "$OUT/$name.json" "$OUT/$name.noisy.json"
+          mv "$OUT/$name.txt" "$OUT/$name.noisy.txt"
+          log "  $name: other work used $(other_load "$OUT/$name.noisy.json") cores, running it again"
+          sleep 2
+          run_cell "$server" "$transport" "$n" "$k" "$s" "$name"
+          if [[ $(python3 -c 'import sys; a, b = (float(x) for x in sys.argv[1:]); print(int(a < 0 or a > b))' \
+            "$(other_load "$OUT/$name.json")" "$(other_load "$OUT/$name.noisy.json")") == 1 ]]; then
+            mv "$OUT/$name.noisy.json" "$OUT/$name.json"
+            mv "$OUT/$name.noisy.txt" "$OUT/$name.txt"
+          fi
+        fi
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$transport" "$n" "$k" "$s" "$name" >>"$CELLS"
-        cleanup
       done
     done
   done
@@ -193,6 +232,8 @@ CXX=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
   printf 'BENCH_NODE=%q\n' "$(node --version)"
   printf 'BENCH_PINNED=%q\n' "$([[ ${#SERVER_CPU[@]} -gt 0 ]] && echo yes || echo no)"
   printf 'BENCH_LOAD=%q\n' "$LOAD_BEFORE at the start, $LOAD_AFTER at the end"
+  printf 'BENCH_NOISY_CORES=%q\n' "$NOISY_CORES"
+  printf 'BENCH_RETRIES=%q\n' "$RETRIES"
   printf 'BENCH_COMMAND=%q\n' "bench/run.sh${BENCH_QUICK:+ (BENCH_QUICK=$BENCH_QUICK)}"
 } >"$OUT/meta.env"
 else
@@ -237,13 +278,18 @@ def fmt_ratio(a, b, pct=False):
     r = a["notifications_per_s"] / b["notifications_per_s"]
     return f"{100*r:.0f}%" if pct else f"{r:.1f}×"
 
+NOISY = float(os.environ.get("BENCH_NOISY_CORES", "0.25"))
+
+def is_noisy(c):
+    return c is not None and (c.get("other_cpu_cores") or 0) >= NOISY
+
 def nps(c):
     if c is None:
         return "failed"
+    mark = (" ✗" if not c.get("pass") else "") + (" ≈" if is_noisy(c) else "")
     if c.get("prompts") == 0:
-        return "0 (no turn ended in the window)" if c.get("pass") else "0 ✗"
-    v = fmt_rate(c["notifications_per_s"])
-    return v if c.get("pass") else v + " ✗"
+        return "0 (no turn ended in the window)" + mark
+    return fmt_rate(c["notifications_per_s"]) + mark
 
 def num(c, key, f="{:.2f}"):
     if c is None or c.get(key) is None:
@@ -291,7 +337,10 @@ w("")
 w("(every command line is in `commands.txt` next to the JSON). N = connections, K = text-delta chunks per turn")
 w("(`@chunks K S`), S = bytes per chunk; a turn is K+9 notifications and a response. Every turn is verified")
 w("(all notifications before the response, seq contiguous, K text deltas, status ok); ✗ marks a cell with errors")
-w("or verification failures.")
+w("or verification failures. ≈ marks a noisy cell: during its window, work other than the server and the bench")
+w(f"used ≥{NOISY} cores (other processes, hypervisor steal; from /proc/stat, the `other` column below). A noisy cell")
+w(f"was run a second time and the quieter run kept ({os.environ.get('BENCH_RETRIES', '?')} reruns in this run); the")
+w("ones still marked stayed noisy both times, so their figures are low by an unknown amount.")
 w("")
 
 all_fail = [(key, c) for key, c in cells.items() if c is None or not c.get("pass")]
@@ -332,17 +381,18 @@ w("")
 # ---- latency at N=1 ----
 w("## Latency at N=1 (closed loop, K=10, S=64), microseconds")
 w("")
-w("| server | transport | first notif. p50 | first notif. p99 | response p50 | response p99 | response p99.9 |")
-w("|---|---|---:|---:|---:|---:|---:|")
+w("| server | transport | first notif. p50 | first notif. p99 | response p50 | response p99 | response p99.9 | other (cores) |")
+w("|---|---|---:|---:|---:|---:|---:|---:|")
 lat_key = (1, 10, 64) if (1, 10, 64) in keys else (keys[0] if keys else None)
 for server, transport in [("harnessd", "tcp"), ("harnessd", "ws"), ("node", "tcp"), ("node", "ws"),
                           ("floor", "tcp"), ("floor-batch", "tcp")]:
     c = get(server, transport, *lat_key) if lat_key else None
     if c is None:
-        w(f"| {server} | {transport} | — | — | — | — | — |")
+        w(f"| {server} | {transport} | — | — | — | — | — | — |")
         continue
     f, r = c["latency_first_notification_us"], c["latency_response_us"]
-    w(f"| {server} | {transport} | {f['p50']:.0f} | {f['p99']:.0f} | {r['p50']:.0f} | {r['p99']:.0f} | {r['p999']:.0f} |")
+    w(f"| {server} | {transport} | {f['p50']:.0f} | {f['p99']:.0f} | {r['p50']:.0f} | {r['p99']:.0f} | {r['p999']:.0f} | "
+      f"{num(c, 'other_cpu_cores')}{' ≈' if is_noisy(c) else ''} |")
 if lat_key and lat_key != (1, 10, 64):
     w(f"\n(cell N={lat_key[0]}, K={lat_key[1]}, S={lat_key[2]}: the quick matrix has no K=10 cell)")
 w("")
@@ -366,26 +416,32 @@ w("")
 w("## Every cell")
 w("")
 w("| server | transport | N | K | S | prompts/s | notif./s | MB/s | first p50 µs | first p99 µs | resp. p50 µs | "
-  "resp. p99 µs | server CPU s | CPU ms/1k notif. | client CPU s | peak RSS MiB | errors | failures |")
-w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+  "resp. p99 µs | server CPU s | CPU ms/1k notif. | client CPU s | other (cores) | peak RSS MiB | errors | failures |")
+w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 order = {"harnessd": 0, "node": 1, "floor": 2, "floor-batch": 3}
 for key in sorted(cells, key=lambda t: (t[1], order.get(t[0], 9), t[2], t[3], t[4])):
     server, transport, n, k, s = key
     c = cells[key]
     if c is None:
-        w(f"| {server} | {transport} | {n} | {k} | {s} | failed to run | | | | | | | | | | | | |")
+        w(f"| {server} | {transport} | {n} | {k} | {s} | failed to run | | | | | | | | | | | | | |")
         continue
     f, r = c["latency_first_notification_us"], c["latency_response_us"]
     rss = "—" if c.get("server_peak_rss_kib") is None else f"{c['server_peak_rss_kib']/1024:.0f}"
     w(f"| {server} | {transport} | {n} | {k} | {s} | {c['prompts_per_s']:.0f} | {c['notifications_per_s']:.0f} | "
       f"{c['mb_per_s']:.1f} | {f['p50']:.0f} | {f['p99']:.0f} | {r['p50']:.0f} | {r['p99']:.0f} | "
       f"{num(c, 'server_cpu_seconds')} | {num(c, 'server_cpu_ms_per_1k_notifications')} | "
-      f"{c['client_cpu_seconds']:.2f} | {rss} | {c['errors']} | {c['verification_failures']} |")
+      f"{c['client_cpu_seconds']:.2f} | {num(c, 'other_cpu_cores')}{' ≈' if is_noisy(c) else ''} | {rss} | "
+      f"{c['errors']} | {c['verification_failures']} |")
 w("")
 
 # ---- targets ----
-def verdict(ok, text):
-    return ("**met**" if ok else "**missed**") + " — " + text
+def verdict(ok, text, *measured):
+    noise = [c for c in measured if is_noisy(c)]
+    note = ""
+    if noise:
+        note = (f" (≈ noisy: other work used up to {max(c['other_cpu_cores'] for c in noise):.2f} cores "
+                "during the measurement)")
+    return ("**met**" if ok else "**missed**") + " — " + text + note
 
 w("## Targets")
 w("")
@@ -396,22 +452,22 @@ for transport in ("tcp", "ws"):
         r = h["notifications_per_s"] / nd["notifications_per_s"]
         w(f"- notifications/s at N=100, K=100, S=64 over {transport.upper()}, ≥10× node: " + verdict(
             r >= 10, f"{r:.1f}× ({fmt_rate(h['notifications_per_s'])}/s vs {fmt_rate(nd['notifications_per_s'])}/s), "
-            + (f"{r/10:.2f}× the target" if r >= 10 else f"{(1 - r/10)*100:.0f}% short of 10×")))
+            + (f"{r/10:.2f}× the target" if r >= 10 else f"{(1 - r/10)*100:.0f}% short of 10×"), h, nd))
     else:
         w(f"- notifications/s at N=100, K=100, S=64 over {transport.upper()}, ≥10× node: no data")
     if h and fb:
         r = h["notifications_per_s"] / fb["notifications_per_s"]
         w(f"- notifications/s at N=100, K=100, S=64 over {transport.upper()}, ≥50% of the batched floor (TCP): " + verdict(
             r >= 0.5, f"{100*r:.0f}% ({fmt_rate(h['notifications_per_s'])}/s vs {fmt_rate(fb['notifications_per_s'])}/s), "
-            + (f"{(r-0.5)*100:.0f} points above" if r >= 0.5 else f"{(0.5-r)*100:.0f} points below")))
+            + (f"{(r-0.5)*100:.0f} points above" if r >= 0.5 else f"{(0.5-r)*100:.0f} points below"), h, fb))
 for transport in ("tcp", "ws"):
     c = get("harnessd", transport, *lat_key) if lat_key else None
     if c:
         f = c["latency_first_notification_us"]
         w(f"- N=1 first-notification latency over {transport.upper()}, p50 <150 µs: " + verdict(
-            f["p50"] < 150, f"{f['p50']:.0f} µs ({'%.0f µs under' % (150 - f['p50']) if f['p50'] < 150 else '%.1f× the limit' % (f['p50']/150)})"))
+            f["p50"] < 150, f"{f['p50']:.0f} µs ({'%.0f µs under' % (150 - f['p50']) if f['p50'] < 150 else '%.1f× the limit' % (f['p50']/150)})", c))
         w(f"- N=1 first-notification latency over {transport.upper()}, p99 <1 ms: " + verdict(
-            f["p99"] < 1000, f"{f['p99']:.0f} µs ({'%.0f µs under' % (1000 - f['p99']) if f['p99'] < 1000 else '%.1f× the limit' % (f['p99']/1000)})"))
+            f["p99"] < 1000, f"{f['p99']:.0f} µs ({'%.0f µs under' % (1000 - f['p99']) if f['p99'] < 1000 else '%.1f× the limit' % (f['p99']/1000)})", c))
 wpn = [(c["writes_per_notification"], key) for key, c in cells.items()
        if c and key[0] == "harnessd" and key[2] >= 100 and c.get("writes_per_notification") is not None]
 if wpn:

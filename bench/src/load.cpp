@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <deque>
@@ -708,9 +709,11 @@ Results run_load(const Options& given) {
   std::this_thread::sleep_until(shared.t_warm);
   const ProcSample warm = sample_processes(pids);
   const double client_warm = self_cpu_seconds();
+  const double machine_warm = machine_busy_seconds();
   std::this_thread::sleep_until(shared.t_end);
   const ProcSample end = sample_processes(pids);
   const double client_end = self_cpu_seconds();
+  const double machine_end = machine_busy_seconds();
   const auto drain = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.drain_timeout));
   if (!done.wait_for(drain)) {
     r.messages.push_back(fmt::format("turns still running {} s after the end", opt.drain_timeout));
@@ -734,6 +737,11 @@ Results run_load(const Options& given) {
     r.server_rss_before_kib = before.rss_kib;
     r.server_rss_after_kib = after.rss_kib;
     r.server_peak_rss_kib = after.hwm_kib;
+    if (machine_end > machine_warm) {
+      r.have_other = true;
+      const double other = (machine_end - machine_warm) - r.server_cpu_seconds - r.client_cpu_seconds;
+      r.other_cpu_cores = std::max(0.0, other) / opt.duration;
+    }
   }
   if (m_before && m_after) {
     r.have_metrics = true;

@@ -71,6 +71,11 @@ struct Results {
   std::uint64_t server_rss_before_kib = 0, server_rss_after_kib = 0, server_peak_rss_kib = 0;
   // the client itself
   double client_cpu_seconds = 0;  ///< in the window
+  /// Cores' worth of CPU that neither the server nor the bench used during the
+  /// window (other processes, hypervisor steal, unattributed softirq): a
+  /// measure of how noisy the machine was. Needs the server pid.
+  double other_cpu_cores = 0;
+  bool have_other = false;
   // harnessd /metrics
   bool have_metrics = false;
   std::string metrics_error;

@@ -84,6 +84,19 @@ double self_cpu_seconds() {
   return sec(ru.ru_utime) + sec(ru.ru_stime);
 }
 
+double machine_busy_seconds() {
+  std::string stat;
+  if (!read_file("/proc/stat", stat)) return 0;
+  // cpu  user nice system idle iowait irq softirq steal ...
+  std::istringstream fields(stat.substr(0, stat.find('\n')));
+  std::string label;
+  fields >> label;
+  std::uint64_t v[8] = {};
+  for (std::uint64_t& x : v) fields >> x;
+  const std::uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  return static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 std::optional<MetricsSample> fetch_metrics(const std::string& url, std::string& error) {
   constexpr std::string_view scheme = "http://";
   if (url.rfind(scheme, 0) != 0) {

@@ -26,6 +26,11 @@ ProcSample sample_processes(const std::vector<pid_t>& pids);
 /// The bench process's own CPU seconds (user + system, all threads).
 double self_cpu_seconds();
 
+/// CPU seconds the whole machine spent busy (or stolen by the hypervisor)
+/// since boot, from /proc/stat; with the server's and the bench's own CPU it
+/// shows how much other work shared the cores during a measurement.
+double machine_busy_seconds();
+
 struct MetricsSample {
   std::uint64_t frames_written = 0;
   std::uint64_t writes = 0;

@@ -72,6 +72,10 @@ void print_report(std::ostream& out, const Options& opt, const Results& r) {
     }
     add(fmt::format("client        CPU {:.3f} s in the window ({:.0f}% of one core)\n", r.client_cpu_seconds,
                     100.0 * r.client_cpu_seconds / opt.duration));
+    if (r.have_other) {
+      add(fmt::format("machine       other CPU use in the window: {:.2f} cores (other processes, steal, softirq)\n",
+                      r.other_cpu_cores));
+    }
   } else {
     const char* what = r.mode == "idle-connections" ? "connection" : "session";
     add(fmt::format("idle          {} {}s held {} s\n", r.idle_count, what, opt.idle_hold));
@@ -133,6 +137,11 @@ void write_json(const std::string& path, const Options& opt, const Results& r) {
     o["server_cpu_seconds"] = nullptr;
   }
   o["client_cpu_seconds"] = r.client_cpu_seconds;
+  if (r.have_other) {
+    o["other_cpu_cores"] = r.other_cpu_cores;
+  } else {
+    o["other_cpu_cores"] = nullptr;
+  }
   if (r.have_metrics) {
     o["frames_written"] = r.frames_written;
     o["writes"] = r.writes;
