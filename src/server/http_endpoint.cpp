@@ -200,6 +200,9 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
 
 void serve_http_or_websocket(asio::ip::tcp::socket socket, Server& server) {
   boost::system::error_code ec;
+  // Frames are written whole and at once; Nagle would hold back the tail of
+  // a batch until the peer's delayed ACK.
+  socket.set_option(asio::ip::tcp::no_delay(true), ec);
   auto endpoint = socket.remote_endpoint(ec);
   std::string peer = ec ? "?" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
   auto executor = socket.get_executor();
