@@ -3,6 +3,7 @@
 #include "detail/turn.hpp"
 #include "harnessd/harness/session_registry.hpp"
 #include "harnessd/harness/turn_status.hpp"
+#include "harnessd/util/json_fields.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -23,11 +24,6 @@ std::int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-std::string_view string_field(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
-}
-
 std::int64_t int_field(const json::object& obj, std::string_view key, std::int64_t fallback) {
   const json::value* v = obj.if_contains(key);
   if (v == nullptr) return fallback;
@@ -43,7 +39,7 @@ std::string text_of(const json::value* blocks, std::string_view type) {
   for (const json::value& block : blocks->get_array()) {
     if (!block.is_object()) continue;
     const json::object& b = block.get_object();
-    if (string_field(b, "type") == type) out += string_field(b, "text");
+    if (util::string_field(b, "type") == type) out += util::string_field(b, "text");
   }
   return out;
 }
@@ -120,7 +116,7 @@ void Session::load(const std::optional<std::string>& cwd) {
 
   std::optional<std::int64_t> open_turn;  // a turn/start without its turn/end
   for (json::object& event : log->take_loaded_events()) {
-    const std::string_view type = string_field(event, "type");
+    const std::string_view type = util::string_field(event, "type");
     next_seq_ = static_cast<std::uint64_t>(int_field(event, "seq", -1) + 1);
     const json::value* data = event.if_contains("data");
     if (data == nullptr || !data->is_object()) continue;
@@ -185,11 +181,11 @@ void Session::apply_to_conversation(std::string_view type, const json::object& d
     message.reasoning = text_of(content, "reasoning");
     if (content != nullptr && content->is_array()) {
       for (const json::value& block : content->get_array()) {
-        if (!block.is_object() || string_field(block.get_object(), "type") != "tool-call") continue;
+        if (!block.is_object() || util::string_field(block.get_object(), "type") != "tool-call") continue;
         const json::object& b = block.get_object();
-        message.tool_calls.push_back({std::string(string_field(b, "id")),
-                                      std::string(string_field(b, "name")),
-                                      std::string(string_field(b, "arguments"))});
+        message.tool_calls.push_back({std::string(util::string_field(b, "id")),
+                                      std::string(util::string_field(b, "name")),
+                                      std::string(util::string_field(b, "arguments"))});
       }
     }
     messages_.push_back(std::move(message));
@@ -197,7 +193,7 @@ void Session::apply_to_conversation(std::string_view type, const json::object& d
     const json::value* is_error = data.if_contains("isError");
     messages_.push_back(ChatMessage{.role = ChatMessage::Role::tool,
                                     .text = text_of(data.if_contains("content"), "text"),
-                                    .tool_call_id = std::string(string_field(data, "callId")),
+                                    .tool_call_id = std::string(util::string_field(data, "callId")),
                                     .is_error = is_error != nullptr && is_error->is_bool() &&
                                                 is_error->get_bool()});
   }

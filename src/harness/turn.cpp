@@ -3,6 +3,7 @@
 #include "harnessd/harness/session_registry.hpp"
 #include "harnessd/harness/turn_status.hpp"
 #include "harnessd/llm/provider.hpp"
+#include "harnessd/util/json_fields.hpp"
 
 #include <boost/json/serialize.hpp>
 
@@ -26,11 +27,6 @@ constexpr std::string_view assistant_message = "assistant/message";
 constexpr std::string_view tool_call = "tool/call";
 constexpr std::string_view tool_result = "tool/result";
 constexpr std::string_view turn_end_type = "turn/end";
-
-std::string_view string_field(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
-}
 
 /// One turn in progress. Also the ChunkSink of its model calls: each chunk
 /// becomes an assistant/chunk event and is folded into the step's message.
@@ -185,7 +181,7 @@ class TurnRun final : public llm::ChunkSink {
   }
 
   void fold(const json::object& chunk) {
-    const std::string_view type = string_field(chunk, "type");
+    const std::string_view type = util::string_field(chunk, "type");
     if (type == "usage") {
       if (const json::value* u = chunk.if_contains("usage"); u && u->is_object()) usage_ = u->get_object();
       return;
@@ -194,15 +190,15 @@ class TurnRun final : public llm::ChunkSink {
     if (index_value == nullptr || !index_value->is_int64()) return;
     Block& block = blocks_[static_cast<int>(index_value->get_int64())];
     if (type == "block-start") {
-      block.type = string_field(chunk, "blockType");
+      block.type = util::string_field(chunk, "blockType");
     } else if (type == "text-delta" || type == "reasoning-delta") {
       if (block.type.empty()) block.type = type == "text-delta" ? "text" : "reasoning";
-      block.text += string_field(chunk, "text");
+      block.text += util::string_field(chunk, "text");
     } else if (type == "tool-call-delta") {
       block.type = "tool-call";
-      if (auto id = string_field(chunk, "id"); !id.empty()) block.call.id = id;
-      if (auto name = string_field(chunk, "name"); !name.empty()) block.call.name = name;
-      block.call.arguments += string_field(chunk, "argumentsDelta");
+      if (auto id = util::string_field(chunk, "id"); !id.empty()) block.call.id = id;
+      if (auto name = util::string_field(chunk, "name"); !name.empty()) block.call.name = name;
+      block.call.arguments += util::string_field(chunk, "argumentsDelta");
     }
   }
 

@@ -1,6 +1,7 @@
 #include "harnessd/llm/openai_format.hpp"
 
 #include "harnessd/llm/chunks.hpp"
+#include "harnessd/util/json_fields.hpp"
 
 #include <boost/json/parse.hpp>
 
@@ -11,11 +12,6 @@ namespace harnessd::llm::openai {
 namespace json = boost::json;
 
 namespace {
-
-std::string_view string_or_empty(const json::object& obj, std::string_view key) {
-  const json::value* v = obj.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
-}
 
 json::object tool_call_json(const ToolCall& call) {
   return json::object{{"id", call.id},
@@ -125,10 +121,10 @@ bool StreamDecoder::on_data(std::string_view data, std::vector<json::object>& ch
   const json::object& choice = first.get_object();
   if (const json::value* delta = choice.if_contains("delta"); delta != nullptr && delta->is_object()) {
     const json::object& d = delta->get_object();
-    if (auto text = string_or_empty(d, "reasoning_content"); !text.empty()) {
+    if (auto text = util::string_field(d, "reasoning_content"); !text.empty()) {
       chunks.push_back(chunks::reasoning_delta(block_for("reasoning", -1, "reasoning", chunks), text));
     }
-    if (auto text = string_or_empty(d, "content"); !text.empty()) {
+    if (auto text = util::string_field(d, "content"); !text.empty()) {
       chunks.push_back(chunks::text_delta(block_for("text", -1, "text", chunks), text));
     }
     if (const json::value* calls = d.if_contains("tool_calls"); calls != nullptr && calls->is_array()) {
@@ -139,11 +135,11 @@ bool StreamDecoder::on_data(std::string_view data, std::vector<json::object>& ch
         const int tool_index = i != nullptr && i->is_int64() ? static_cast<int>(i->get_int64()) : 0;
         std::string_view name, arguments;
         if (const json::value* fn = call.if_contains("function"); fn != nullptr && fn->is_object()) {
-          name = string_or_empty(fn->get_object(), "name");
-          arguments = string_or_empty(fn->get_object(), "arguments");
+          name = util::string_field(fn->get_object(), "name");
+          arguments = util::string_field(fn->get_object(), "arguments");
         }
         const int index = block_for("tool", tool_index, "tool-call", chunks);
-        chunks.push_back(chunks::tool_call_delta(index, string_or_empty(call, "id"), name, arguments));
+        chunks.push_back(chunks::tool_call_delta(index, util::string_field(call, "id"), name, arguments));
       }
     }
   }
