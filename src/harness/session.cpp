@@ -10,6 +10,8 @@
 #include <boost/json/serialize.hpp>
 
 #include <charconv>
+#include <stdexcept>
+#include <system_error>
 #include <chrono>
 #include <iterator>
 
@@ -24,13 +26,9 @@ std::int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-std::int64_t int_field(const json::object& obj, std::string_view key, std::int64_t fallback) {
-  const json::value* v = obj.if_contains(key);
-  if (v == nullptr) return fallback;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64()) return static_cast<std::int64_t>(v->get_uint64());
-  return fallback;
-}
+// Far beyond any real session, far below overflow.
+constexpr std::int64_t max_turns = std::int64_t{1} << 53;
+constexpr std::int64_t max_events = std::int64_t{1} << 53;
 
 /// Concatenates the `text` of blocks of one type.
 std::string text_of(const json::value* blocks, std::string_view type) {
@@ -52,101 +50,152 @@ Session::Session(Strand strand, std::string id, SessionRegistry& registry,
       id_(std::move(id)),
       registry_(registry),
       parent_id_(std::move(parent_id)),
-      delegation_depth_(delegation_depth) {}
+      delegation_depth_(delegation_depth),
+      last_active_ms_(steady_now_ms()) {}
+
+Session::~Session() = default;
+
+bool Session::try_reserve() noexcept {
+  bool expected = false;
+  return reserved_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
+}
+
+void Session::release() noexcept {
+  touch();
+  reserved_.store(false, std::memory_order_release);
+}
+
+void Session::touch() noexcept { last_active_ms_.store(steady_now_ms(), std::memory_order_relaxed); }
 
 boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSink& sink) {
-  if (busy_) {
-    registry_.stats().overlap_rejections.fetch_add(1, std::memory_order_relaxed);
-    co_return PromptOutcome{.busy = true};
-  }
-  busy_ = true;
-  llm::CancelScope scope;
+  llm::CancelScope scope(strand_);
   struct Release {
     Session& session;
+    bool admitted = false;
     ~Release() {
-      session.busy_ = false;
-      session.running_ = nullptr;
-      session.running_owner_ = nullptr;
+      {
+        std::lock_guard lock(session.running_mutex_);
+        session.running_ = nullptr;
+        session.running_owner_ = nullptr;
+      }
+      if (admitted) session.registry_.admission().release();
+      session.release();
     }
   } release{*this};
-  running_ = &scope;
-  running_owner_ = input.owner;
-  if (!log_) load(input.cwd);
+  {
+    std::lock_guard lock(running_mutex_);
+    running_ = &scope;
+    running_owner_ = input.owner;
+  }
+  if (input.admit) {
+    const Admission::Result admitted = co_await registry_.admission().acquire(scope);
+    if (admitted == Admission::Result::overloaded) {
+      PromptOutcome refused;
+      refused.overloaded = true;
+      refused.retry_after_ms = registry_.retry_after_ms();
+      co_return refused;
+    }
+    if (admitted == Admission::Result::cancelled) {
+      // Never started: no events, nothing logged.
+      co_return PromptOutcome{.reason = turn_end::aborted(scope.reason())};
+    }
+    release.admitted = true;
+  }
+  if (!log_) co_await load(input.cwd);
   // Not `co_return co_await`: GCC 12 then skips the destructors of this
-  // frame's locals (Release above), leaving the session marked busy.
+  // frame's locals (Release above), leaving the session reserved.
   PromptOutcome outcome = co_await detail::run_turn(*this, input, sink, scope);
   co_return outcome;
 }
 
 bool Session::cancel(const std::string& why, const void* owner) {
+  std::lock_guard lock(running_mutex_);
   if (running_ == nullptr || (owner != nullptr && owner != running_owner_)) return false;
   running_->cancel(why);
   return true;
 }
 
 namespace {
-// A plain function, not a capturing lambda: GCC 12 mishandles the captures
-// of lambda coroutines.
-boost::asio::awaitable<bool> cancel_on_strand(std::shared_ptr<Session> session, std::string why,
-                                              const void* owner) {
-  co_return session->cancel(why, owner);
+
+[[noreturn]] void refuse_log(const std::string& id, const std::string& why) {
+  throw std::system_error(std::make_error_code(std::errc::invalid_argument),
+                          "corrupt session log of " + id + ": " + why);
 }
+
 }  // namespace
 
-boost::asio::awaitable<bool> Session::cancel_from_anywhere(std::shared_ptr<Session> session,
-                                                           std::string why, const void* owner) {
-  auto strand = session->strand();
-  bool cancelled = co_await boost::asio::co_spawn(
-      strand, cancel_on_strand(std::move(session), std::move(why), owner), boost::asio::use_awaitable);
-  co_return cancelled;
-}
-
-void Session::load(const std::optional<std::string>& cwd) {
+boost::asio::awaitable<void> Session::load(const std::optional<std::string>& cwd) {
   store::SessionHeader header;
   header.id = id_;
   header.created_at_ms = now_ms();
   header.cwd = cwd;
   header.parent_session = parent_id_;
   header.delegation_depth = delegation_depth_;
-  auto log = registry_.store().open(header);
+  std::unique_ptr<store::SessionLog> log = co_await registry_.store().open(std::move(header));
   // A child prompted directly after a restart keeps its place in the tree.
   if (const json::value* depth = log->header().if_contains("delegationDepth"); depth && depth->is_int64()) {
-    delegation_depth_ = static_cast<int>(depth->get_int64());
+    const std::int64_t stored = depth->get_int64();
+    if (stored < 0 || stored > registry_.options().max_delegation_depth) {
+      refuse_log(id_, "delegationDepth " + std::to_string(stored) + " out of range");
+    }
+    delegation_depth_ = static_cast<int>(stored);
   }
+  replay(log->take_loaded_events());
+  log_ = std::move(log);
+  if (open_turn_) {
+    // The daemon stopped inside this turn: close it so every turn has an end.
+    json::object data;
+    data["turn"] = *open_turn_;
+    data["reason"] = turn_end::interrupted();
+    const std::string event = make_event("turn/end", data);
+    write_events(std::span<const std::string>(&event, 1));
+    open_turn_.reset();
+    co_await log_->end_turn();
+  }
+}
 
-  std::optional<std::int64_t> open_turn;  // a turn/start without its turn/end
-  for (json::object& event : log->take_loaded_events()) {
+void Session::replay(std::vector<json::object> events) {
+  // Every number the daemon does arithmetic on is checked: a hand-edited or
+  // corrupted log is refused, never trusted into an overflow.
+  for (json::object& event : events) {
     const std::string_view type = util::string_field(event, "type");
-    next_seq_ = static_cast<std::uint64_t>(int_field(event, "seq", -1) + 1);
+    const json::value* seq = event.if_contains("seq");
+    if (seq == nullptr || !seq->is_int64() || seq->get_int64() != next_seq_) {
+      refuse_log(id_, "event " + std::to_string(next_seq_) + " has seq " +
+                          (seq ? json::serialize(*seq) : std::string("(none)")));
+    }
+    ++next_seq_;
     const json::value* data = event.if_contains("data");
     if (data == nullptr || !data->is_object()) continue;
     const json::object& d = data->get_object();
     if (type == "turn/start") {
-      open_turn = int_field(d, "turn", next_turn_);
-      next_turn_ = *open_turn + 1;
+      const json::value* turn = d.if_contains("turn");
+      if (turn == nullptr || !turn->is_int64() || turn->get_int64() < next_turn_ ||
+          turn->get_int64() >= max_turns) {
+        refuse_log(id_, "turn/start at seq " + std::to_string(next_seq_ - 1) + " has an invalid turn");
+      }
+      open_turn_ = turn->get_int64();
+      next_turn_ = *open_turn_ + 1;
     } else if (type == "turn/end") {
-      open_turn.reset();
+      open_turn_.reset();
     }
     apply_to_conversation(type, d);
   }
-  log_ = std::move(log);
-  if (open_turn) {
-    // The daemon stopped inside this turn: close it so every turn has an end.
-    json::object data;
-    data["turn"] = *open_turn;
-    data["reason"] = turn_end::interrupted();
-    append_event("turn/end", std::move(data));
-    sync_log();
-  }
+  if (next_seq_ >= max_events) refuse_log(id_, "too many events");
 }
 
-std::string Session::append_event(std::string_view type, json::object data) {
+std::int64_t Session::allocate_turn() {
+  if (next_turn_ >= max_turns) throw std::runtime_error("session " + id_ + " has no turn numbers left");
+  return next_turn_++;
+}
+
+std::string Session::make_event(std::string_view type, const json::object& data) {
   apply_to_conversation(type, data);
   const std::string data_json = json::serialize(data);
-  return append_serialized_event(type, data_json);
+  return make_serialized_event(type, data_json);
 }
 
-std::string Session::append_serialized_event(std::string_view type, std::string_view data_json) {
+std::string Session::make_serialized_event(std::string_view type, std::string_view data_json) {
   // Written by hand: one allocation instead of a JSON object per event.
   // `type` is one of the protocol's event names and needs no escaping; the
   // key order is part of the documented log format.
@@ -164,11 +213,16 @@ std::string Session::append_serialized_event(std::string_view type, std::string_
   event += R"(,"data":)";
   event += data_json;
   event += '}';
-  log_->append(event);
   return event;
 }
 
-void Session::sync_log() { log_->sync(); }
+void Session::write_events(std::span<const std::string> events) {
+  views_.clear();
+  for (const std::string& event : events) views_.emplace_back(event);
+  log_->append(views_);
+}
+
+boost::asio::awaitable<void> Session::end_turn_in_log() { co_await log_->end_turn(); }
 
 void Session::apply_to_conversation(std::string_view type, const json::object& data) {
   if (type == "user/message") {

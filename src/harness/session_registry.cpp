@@ -2,13 +2,25 @@
 
 #include <boost/asio/strand.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <random>
+#include <vector>
 
 namespace harnessd::harness {
 
+std::int64_t steady_now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
 SessionRegistry::SessionRegistry(boost::asio::any_io_executor executor, store::EventStore& store,
                                  HarnessOptions options)
-    : executor_(std::move(executor)), store_(store), options_(options) {}
+    : executor_(std::move(executor)),
+      store_(store),
+      options_(options),
+      admission_(options.max_running_turns, options.max_queued_turns) {}
 
 std::shared_ptr<Session> SessionRegistry::make_session(std::string id,
                                                        std::optional<std::string> parent,
@@ -39,7 +51,16 @@ std::shared_ptr<Session> SessionRegistry::create_child(const Session& parent) {
   for (;;) {
     char suffix[17];
     std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
-    std::string id = parent.id() + ".sub-" + std::to_string(++child_counter_) + "-" + suffix;
+    const std::string tail = ".sub-" + std::to_string(++child_counter_) + "-" + suffix;
+    // The parent's id is shortened (at a UTF-8 character boundary) when the
+    // child's would exceed the id limit: the tail alone keeps it unique, and
+    // clients can always prompt the child directly.
+    std::size_t keep = std::min(parent.id().size(), max_session_id_bytes - tail.size());
+    while (keep > 0 && keep < parent.id().size() &&
+           (static_cast<unsigned char>(parent.id()[keep]) & 0xC0) == 0x80) {
+      --keep;
+    }
+    std::string id = parent.id().substr(0, keep) + tail;
     if (sessions_.contains(id)) continue;
     // Same strand as the parent: the child turn runs inside the parent's turn.
     auto child = std::make_shared<Session>(parent.strand(), id, *this, parent.id(),
@@ -47,6 +68,46 @@ std::shared_ptr<Session> SessionRegistry::create_child(const Session& parent) {
     sessions_.emplace(std::move(id), child);
     return child;
   }
+}
+
+std::size_t SessionRegistry::evict_idle() {
+  std::vector<std::shared_ptr<Session>> evicted;
+  {
+    std::lock_guard lock(mutex_);
+    const std::int64_t now = steady_now_ms();
+    const std::int64_t idle_ms = options_.session_idle.count();
+    // Evicting a tenth below the cap spreads the scan over many prompts.
+    const std::size_t keep = sessions_.size() > options_.max_open_logs
+                                 ? options_.max_open_logs - options_.max_open_logs / 10
+                                 : sessions_.size();
+    std::vector<std::pair<std::int64_t, std::map<std::string, std::shared_ptr<Session>>::iterator>> idle;
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      // Only the registry refers to it, so nobody can start using it without
+      // this lock: it is safe to drop. A reserved session is always in use.
+      if (it->second.use_count() != 1 || it->second->reserved()) continue;
+      idle.emplace_back(it->second->last_active_ms(), it);
+    }
+    std::sort(idle.begin(), idle.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::size_t loaded = sessions_.size();
+    for (auto& [last_active, it] : idle) {
+      if (now - last_active < idle_ms && loaded <= keep) break;
+      evicted.push_back(std::move(it->second));
+      sessions_.erase(it);
+      --loaded;
+    }
+  }
+  evicted_.fetch_add(evicted.size(), std::memory_order_relaxed);
+  return evicted.size();  // the logs close here, outside the lock
+}
+
+std::int64_t SessionRegistry::retry_after_ms() const {
+  // The mean turn duration: about when the queue has moved by one slot per
+  // running turn. At least 100 ms, so clients never spin.
+  const std::uint64_t turns = stats_.total.load(std::memory_order_relaxed);
+  const std::uint64_t sum_us = stats_.duration_sum_us.load(std::memory_order_relaxed);
+  const std::int64_t mean_ms = turns > 0 ? static_cast<std::int64_t>(sum_us / turns / 1000) : 1000;
+  return std::clamp<std::int64_t>(mean_ms, 100, 60'000);
 }
 
 std::size_t SessionRegistry::size() const {

@@ -6,6 +6,7 @@
 #include "harnessd/harness/session_registry.hpp"
 #include "harnessd/harness/turn_status.hpp"
 #include "harnessd/llm/provider.hpp"
+#include "harnessd/util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
 
@@ -17,7 +18,7 @@ asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& 
                                           const PromptInput& parent_input, EventSink& sink,
                                           llm::CancelScope& cancel) {
   json::error_code ec;
-  json::value args = json::parse(call.arguments, ec);
+  json::value args = json::parse(call.arguments, ec, {}, util::input_parse_options());
   const json::value* prompt = (!ec && args.is_object()) ? args.get_object().if_contains("prompt") : nullptr;
   if (prompt == nullptr || !prompt->is_string() || prompt->get_string().empty()) {
     co_return ToolOutcome{"subagent: arguments must be a JSON object with a non-empty string \"prompt\"", true};
@@ -42,6 +43,7 @@ asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& 
     outcome.reason = turn_end::aborted(cancel.reason());
   } else {
     llm::CancelScope::Hook forward(cancel, [child, &cancel] { child->cancel(cancel.reason()); });
+    child->try_reserve();  // a fresh child: nobody else can hold it
     outcome = co_await child->prompt(std::move(input), sink);
   }
 

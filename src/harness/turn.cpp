@@ -5,6 +5,9 @@
 #include "harnessd/llm/provider.hpp"
 #include "harnessd/util/json_fields.hpp"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <chrono>
@@ -27,6 +30,15 @@ constexpr std::string_view assistant_message = "assistant/message";
 constexpr std::string_view tool_call = "tool/call";
 constexpr std::string_view tool_result = "tool/result";
 constexpr std::string_view turn_end_type = "turn/end";
+
+// Events are held back and leave together: one log write, then one push of
+// their notifications. A batch goes out when it is this large, before every
+// wait of the model (flush()), before a tool runs and at the turn's end.
+constexpr std::size_t batch_max_events = 64;
+constexpr std::size_t batch_max_bytes = 64 * 1024;
+// A turn that never waits would hold its thread (and every connection and
+// session on it) until its end; it yields after this many events.
+constexpr std::size_t events_between_yields = 256;
 
 /// One turn in progress. Also the ChunkSink of its model calls: each chunk
 /// becomes an assistant/chunk event and is folded into the step's message.
@@ -55,15 +67,31 @@ class TurnRun final : public llm::ChunkSink {
     co_await emit(user_message, user_message_data());
     json::object reason = co_await run_steps();
     co_await emit(turn_end_type, turn_end_data(reason));
-    session_.sync_log();
-    co_return PromptOutcome{.busy = false, .reason = std::move(reason), .final_text = final_text_};
+    co_await flush();
+    // The prompt is answered only once its turn is as durable as promised.
+    co_await session_.end_turn_in_log();
+    co_return PromptOutcome{.reason = std::move(reason), .final_text = final_text_};
   }
 
   asio::awaitable<void> on_chunk(json::object chunk) override {
     fold(chunk);
-    const std::string data = chunk_data_json(chunk);
-    const std::string event = session_.append_serialized_event(assistant_chunk, data);
-    co_await sink_.on_event(session_.id(), event);
+    std::string event = session_.make_serialized_event(assistant_chunk, chunk_data_json(chunk));
+    co_await add(std::move(event));
+  }
+
+  asio::awaitable<void> flush() override {
+    if (batch_.empty()) co_return;
+    session_.write_events(batch_);  // the log first: nothing is seen before it is logged
+    const bool delivered = co_await sink_.on_events(session_.id(), batch_);
+    if (!delivered) cancel_.cancel("connection closed");
+    since_yield_ += batch_.size();
+    batch_.clear();
+    batch_bytes_ = 0;
+    if (since_yield_ >= events_between_yields) {
+      since_yield_ = 0;
+      auto strand = co_await asio::this_coro::executor;
+      co_await asio::post(strand, asio::use_awaitable);
+    }
   }
 
  private:
@@ -74,8 +102,14 @@ class TurnRun final : public llm::ChunkSink {
   };
 
   asio::awaitable<void> emit(std::string_view type, json::object data) {
-    const std::string event = session_.append_event(type, std::move(data));
-    co_await sink_.on_event(session_.id(), event);
+    std::string event = session_.make_event(type, data);
+    co_await add(std::move(event));
+  }
+
+  asio::awaitable<void> add(std::string event) {
+    batch_bytes_ += event.size();
+    batch_.push_back(std::move(event));
+    if (batch_.size() >= batch_max_events || batch_bytes_ >= batch_max_bytes) co_await flush();
   }
 
   json::object aborted() const {
@@ -90,6 +124,7 @@ class TurnRun final : public llm::ChunkSink {
       blocks_.clear();
       usage_.reset();
       co_await emit(step_start, step_data());
+      co_await flush();  // the client sees the step begin before the model answers
 
       llm::ModelRequest request;
       request.model = input_.model;
@@ -133,6 +168,7 @@ class TurnRun final : public llm::ChunkSink {
 
   asio::awaitable<void> run_tool(const llm::ToolCall& call) {
     co_await emit(tool_call, tool_call_data(call));
+    co_await flush();  // a child's events follow this turn's, never overtake them
     ToolOutcome outcome;
     if (call.name == "subagent") {
       outcome = co_await run_subagent(session_, call, input_, sink_, cancel_);
@@ -238,6 +274,9 @@ class TurnRun final : public llm::ChunkSink {
   std::map<int, Block> blocks_;
   std::optional<json::object> usage_;
   std::optional<std::string> final_text_;
+  std::vector<std::string> batch_;
+  std::size_t batch_bytes_ = 0;
+  std::size_t since_yield_ = 0;
 };
 
 }  // namespace

@@ -111,9 +111,11 @@ std::string scripted_chunk_text(std::int64_t i, std::size_t bytes) {
 namespace {
 
 /// Waits `ms` unless the turn is cancelled first; returns false if cancelled.
-asio::awaitable<bool> cancellable_delay(std::int64_t ms, CancelScope& cancel) {
+/// What the sink holds goes out before the wait.
+asio::awaitable<bool> cancellable_delay(std::int64_t ms, CancelScope& cancel, ChunkSink& sink) {
   if (cancel.cancelled()) co_return false;
   if (ms <= 0) co_return true;
+  co_await sink.flush();
   asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
   CancelScope::Hook hook(cancel, [&timer] { timer.cancel(); });
   boost::system::error_code ec;
@@ -132,7 +134,7 @@ asio::awaitable<ModelResult> stream_text(std::string_view text, std::int64_t del
                                          ChunkSink& sink, CancelScope& cancel,
                                          std::string_view finish_reason) {
   co_await sink.on_chunk(chunks::block_start(0, "text"));
-  if (const bool waited = co_await cancellable_delay(delay_ms, cancel); !waited) {
+  if (const bool waited = co_await cancellable_delay(delay_ms, cancel, sink); !waited) {
       co_return ModelResult{FinishReason::cancelled};
     }
   co_await sink.on_chunk(chunks::text_delta(0, text));
@@ -162,7 +164,7 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
     case Script::Action::invalid:
       co_return ModelResult{FinishReason::error, script.text, "INVALID_DIRECTIVE"};
     case Script::Action::error:
-      if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel); !waited) {
+      if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel, sink); !waited) {
       co_return ModelResult{FinishReason::cancelled};
     }
       co_return ModelResult{FinishReason::error, script.text, "SCRIPTED"};
@@ -182,7 +184,7 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
       args["description"] = "scripted subagent";
       args["prompt"] = script.text;
       co_await sink.on_chunk(chunks::block_start(0, "tool-call"));
-      if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel); !waited) {
+      if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel, sink); !waited) {
       co_return ModelResult{FinishReason::cancelled};
     }
       co_await sink.on_chunk(chunks::tool_call_delta(0, "call_0", "subagent", json::serialize(args)));
@@ -196,7 +198,7 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
 
   co_await sink.on_chunk(chunks::block_start(0, "text"));
   for (std::int64_t i = 0; i < script.chunk_count; ++i) {
-    if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel); !waited) {
+    if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel, sink); !waited) {
       co_return ModelResult{FinishReason::cancelled};
     }
     co_await sink.on_chunk(chunks::text_delta(0, scripted_chunk_text(i, script.chunk_bytes)));

@@ -17,9 +17,16 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <malloc.h>
+#include <sys/resource.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -40,6 +47,12 @@ struct Options {
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::string session_root;
   std::string store = "jsonl";
+  std::string sync = "turn";
+  unsigned sync_interval_ms = 100;
+  unsigned session_idle_ms = 300'000;
+  std::size_t max_open_logs = 0;  // 0: a quarter of the descriptor limit
+  std::size_t max_running_turns = 256;
+  std::size_t max_queued_turns = 4096;
   std::size_t max_frame_bytes = 8 * 1024 * 1024;
   bool max_tokens_as_success = false;
   std::string provider = "scripted";
@@ -86,11 +99,42 @@ std::string read_token_file(const std::string& path) {
   return token;
 }
 
+/// Raises the soft descriptor limit to the hard one (logs and sockets both
+/// need descriptors) and returns the limit in force.
+rlim_t raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  const rlim_t soft = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = soft;
+  }
+  spdlog::info("file descriptors: soft limit {} (was {}), hard limit {}", limit.rlim_cur, soft, limit.rlim_max);
+  return limit.rlim_cur;
+}
+
+/// Evicts idle sessions and gives freed memory back to the OS, periodically.
+/// A plain function, not a lambda: GCC 12 mishandles lambda coroutine captures.
+asio::awaitable<void> housekeeping(harness::SessionRegistry& sessions, asio::steady_timer& timer,
+                                   std::chrono::milliseconds period) {
+  for (;;) {
+    timer.expires_after(period);
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    if (sessions.evict_idle() > 0) ::malloc_trim(0);
+  }
+}
+
 int run(const Options& options) {
   auto logger = spdlog::stderr_color_mt("harnessd");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
   std::signal(SIGPIPE, SIG_IGN);
+  // Write batches of a few MiB are reused from the heap instead of being
+  // fresh mmap'd (and page-faulted) allocations each time.
+  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  const rlim_t fd_limit = raise_fd_limit();
 
   const std::string session_root = options.session_root.empty()
                                        ? env_or("DSH_SESSION_ROOT", ".sessions")
@@ -99,7 +143,10 @@ int run(const Options& options) {
   if (options.store == "memory") {
     store = std::make_unique<store::MemoryStore>();
   } else {
-    store = std::make_unique<store::JsonlStore>(session_root);
+    store::JsonlOptions jsonl;
+    jsonl.sync = *store::parse_sync_mode(options.sync);
+    jsonl.sync_interval = std::chrono::milliseconds(options.sync_interval_ms);
+    store = std::make_unique<store::JsonlStore>(session_root, jsonl);
   }
 
   // Declared before everything that owns sockets or timers on it (the
@@ -125,6 +172,11 @@ int run(const Options& options) {
 
   harness::HarnessOptions harness_options;
   harness_options.max_tokens_as_success = options.max_tokens_as_success;
+  harness_options.session_idle = std::chrono::milliseconds(options.session_idle_ms);
+  harness_options.max_open_logs =
+      options.max_open_logs > 0 ? options.max_open_logs : std::max<std::size_t>(16, fd_limit / 4);
+  harness_options.max_running_turns = options.max_running_turns;
+  harness_options.max_queued_turns = options.max_queued_turns;
   harness::SessionRegistry sessions(io.get_executor(), *store, harness_options);
   server::Metrics metrics;
 
@@ -152,6 +204,7 @@ int run(const Options& options) {
   auto control = asio::make_strand(io);
   asio::signal_set signals(control, SIGINT, SIGTERM);
   asio::steady_timer grace(control);
+  asio::steady_timer housekeeping_timer(control);
   bool stopping = false;
   std::function<void()> begin_stop = [&] {
     if (stopping) return;
@@ -168,6 +221,7 @@ int run(const Options& options) {
       asio::post(control, [&] {
         grace.cancel();
         signals.cancel();
+        housekeeping_timer.cancel();
       });
     });
   };
@@ -184,12 +238,18 @@ int run(const Options& options) {
   };
   signals.async_wait(on_signal);
 
+  const auto housekeeping_period =
+      std::clamp(harness_options.session_idle / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  asio::co_spawn(control, housekeeping(sessions, housekeeping_timer, housekeeping_period), asio::detached);
+
   if (options.stdio) {
     // The stdio client owns this process: when it is done, so is the daemon.
     server.serve_stdio([&] { asio::post(control, begin_stop); });
   }
   if (!options.ready_file.empty()) write_ready_file(options.ready_file, bound);
-  spdlog::info("harnessd {} ready (store: {}, threads: {})", util::version, store->kind(), options.threads);
+  spdlog::info("harnessd {} ready (store: {}{}, threads: {}, max open logs: {}, max running turns: {})",
+               util::version, store->kind(), store->kind() == "jsonl" ? ", sync: " + options.sync : "",
+               options.threads, harness_options.max_open_logs, harness_options.max_running_turns);
 
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < options.threads; ++i) pool.emplace_back([&io] { io.run(); });
@@ -226,6 +286,26 @@ int main(int argc, char** argv) {
                  "Directory of the JSONL session logs (env DSH_SESSION_ROOT, default ./.sessions)");
   app.add_option("--store", options.store, "Event store: jsonl (durable, default) or memory")
       ->check(CLI::IsMember({"jsonl", "memory"}));
+  app.add_option("--sync", options.sync,
+                 "When session logs reach the disk: turn (default: every prompt is answered only after "
+                 "its turn is synced; many turns share one sync), batch (synced every --sync-interval-ms; "
+                 "answers do not wait), none (left to the OS). A daemon crash loses nothing in any mode")
+      ->check(CLI::IsMember({"turn", "batch", "none"}));
+  app.add_option("--sync-interval-ms", options.sync_interval_ms, "With --sync batch: the sync period (default 100)")
+      ->check(CLI::Range(1u, 60'000u));
+  app.add_option("--session-idle-ms", options.session_idle_ms,
+                 "Evict a session (close its log, free its memory) after this long without a prompt; "
+                 "its next prompt loads it again (default 300000)")
+      ->check(CLI::Range(1u, 86'400'000u));
+  app.add_option("--max-open-logs", options.max_open_logs,
+                 "Loaded sessions (one open log each) before the least recently used idle ones are "
+                 "evicted (default: a quarter of the file descriptor limit)");
+  app.add_option("--max-running-turns", options.max_running_turns,
+                 "Turns running at once; later prompts wait in line (default 256)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  app.add_option("--max-queued-turns", options.max_queued_turns,
+                 "Prompts waiting for a running slot; beyond it a prompt is refused with -32005 "
+                 "\"server overloaded\" and data.retryAfterMs (default 4096)");
   app.add_option("--provider", options.provider,
                  "Provider of clients that name none in initialize (default scripted)");
   app.add_option("--max-frame-bytes", options.max_frame_bytes,

@@ -41,9 +41,14 @@ class OutboxSink final : public harness::EventSink {
   OutboxSink(std::shared_ptr<Outbox> outbox, Metrics& metrics)
       : outbox_(std::move(outbox)), metrics_(metrics) {}
 
-  asio::awaitable<void> on_event(std::string_view session_id, std::string_view event_json) override {
-    std::string frame = rpc::encode_session_event(session_id, event_json);
-    co_await push(std::move(frame));
+  asio::awaitable<bool> on_events(std::string_view session_id,
+                                  std::span<const std::string> events) override {
+    frames_.reserve(events.size());
+    for (const std::string& event : events) frames_.push_back(rpc::encode_session_event(session_id, event));
+    const std::size_t count = frames_.size();
+    const bool queued = co_await outbox_->push_all(frames_);
+    if (queued) metrics_.notifications_queued(count);
+    co_return queued;
   }
 
   asio::awaitable<void> on_subagent_started(std::string_view parent, std::string_view child) override {
@@ -59,11 +64,12 @@ class OutboxSink final : public harness::EventSink {
  private:
   asio::awaitable<void> push(std::string frame) {
     const bool queued = co_await outbox_->push(std::move(frame));
-    if (queued) metrics_.notification_queued();
+    if (queued) metrics_.notifications_queued(1);
   }
 
   std::shared_ptr<Outbox> outbox_;
   Metrics& metrics_;
+  std::vector<std::string> frames_;  ///< reused from batch to batch
 };
 
 }  // namespace
@@ -279,7 +285,15 @@ json::value Connection::initialize(const json::value& params) {
 
 asio::awaitable<json::value> Connection::prompt(const json::value& params) {
   rpc::PromptParams p = rpc::parse_prompt_params(params);
+  if (stopping_) throw RpcError(ErrorCode::shutting_down, "shutting down");
   std::shared_ptr<harness::Session> session = context_.sessions.get_or_create(p.session_id);
+  // Decided here, on any thread, without waiting for the session's strand:
+  // a busy session answers at once even while its turn holds the strand.
+  if (!session->try_reserve()) {
+    context_.sessions.stats().overlap_rejections.fetch_add(1, std::memory_order_relaxed);
+    throw RpcError(ErrorCode::session_busy, "session already has an active prompt: " + p.session_id,
+                   json::object{{"sessionId", p.session_id}});
+  }
 
   harness::PromptInput input;
   input.content = std::move(p.content_blocks);
@@ -288,26 +302,26 @@ asio::awaitable<json::value> Connection::prompt(const json::value& params) {
   input.max_tokens = max_tokens_;
   input.cwd = cwd_;
   input.owner = this;
+  input.admit = true;
 
   OutboxSink sink(outbox_, context_.metrics);
   ++prompting_[session];
-  ++running_prompts_;
   struct Done {
     Connection& c;
     const std::shared_ptr<harness::Session>& s;
     ~Done() {
       if (--c.prompting_[s] == 0) c.prompting_.erase(s);
-      --c.running_prompts_;
       c.progress_->notify();
     }
   } done{*this, session};
-  if (stopping_) throw RpcError(ErrorCode::shutting_down, "shutting down");
 
   harness::PromptOutcome outcome = co_await asio::co_spawn(
       session->strand(), session->prompt(std::move(input), sink), asio::use_awaitable);
-  if (outcome.busy) {
-    throw RpcError(ErrorCode::session_busy, "session already has an active prompt: " + p.session_id,
-                   json::object{{"sessionId", p.session_id}});
+  // Over the cap of open logs: the least recently used idle sessions go now.
+  if (context_.sessions.size() > context_.sessions.options().max_open_logs) context_.sessions.evict_idle();
+  if (outcome.overloaded) {
+    throw RpcError(ErrorCode::overloaded, "server overloaded",
+                   json::object{{"retryAfterMs", outcome.retry_after_ms}});
   }
   const bool max_tokens_ok = context_.sessions.options().max_tokens_as_success;
   json::object result;
@@ -319,8 +333,7 @@ asio::awaitable<json::value> Connection::prompt(const json::value& params) {
 asio::awaitable<json::value> Connection::cancel(const json::value& params) {
   rpc::SessionIdParams p = rpc::parse_session_id_params(params);
   std::shared_ptr<harness::Session> session = context_.sessions.find(p.session_id);
-  bool cancelled = false;
-  if (session) cancelled = co_await harness::Session::cancel_from_anywhere(session, "cancelled", nullptr);
+  const bool cancelled = session && session->cancel("cancelled", nullptr);
   json::object result;
   result["cancelled"] = cancelled;
   co_return result;
@@ -338,9 +351,7 @@ asio::awaitable<json::value> Connection::shutdown() {
 }
 
 void Connection::cancel_own_turns(const std::string& why) {
-  for (const auto& [session, count] : prompting_) {
-    asio::co_spawn(strand_, harness::Session::cancel_from_anywhere(session, why, this), asio::detached);
-  }
+  for (const auto& [session, count] : prompting_) session->cancel(why, this);
 }
 
 }  // namespace harnessd::server

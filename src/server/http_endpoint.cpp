@@ -107,7 +107,7 @@ Response route(const Request& req, Server& server) {
   }
   if (path == "/metrics") {
     return make_response(req, http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
-                         ctx.metrics.render_prometheus(ctx.sessions.stats(), ctx.sessions.size()));
+                         ctx.metrics.render_prometheus(ctx.sessions));
   }
   const std::string_view asset_path = path == "/" ? std::string_view("/index.html") : path;
   for (const WebAsset& asset : web_assets()) {

@@ -1,14 +1,24 @@
 #include "harnessd/server/metrics.hpp"
 
-#include "harnessd/harness/turn_stats.hpp"
+#include "harnessd/harness/session_registry.hpp"
+#include "harnessd/store/event_store.hpp"
 
 #include <fmt/format.h>
+
+#include <filesystem>
 
 namespace harnessd::server {
 
 namespace {
 std::size_t kind_index(transport::TransportKind kind) { return static_cast<std::size_t>(kind); }
 constexpr auto relaxed = std::memory_order_relaxed;
+
+std::size_t count_open_fds() {
+  std::error_code ec;
+  std::size_t n = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
 }  // namespace
 
 void Metrics::connection_opened(transport::TransportKind kind) {
@@ -46,7 +56,8 @@ double Metrics::uptime_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
 
-std::string Metrics::render_prometheus(const harness::TurnStats& turns, std::size_t sessions) const {
+std::string Metrics::render_prometheus(harness::SessionRegistry& registry) const {
+  const harness::TurnStats& turns = registry.stats();
   std::string out;
   auto add = [&out](std::string_view text) { out += text; };
   const transport::TransportKind kinds[] = {transport::TransportKind::stdio,
@@ -84,8 +95,21 @@ std::string Metrics::render_prometheus(const harness::TurnStats& turns, std::siz
   add(fmt::format("harnessd_bytes_received_total {}\n", bytes_in_.load(relaxed)));
   add("# HELP harnessd_bytes_sent_total Frame bytes written to clients.\n# TYPE harnessd_bytes_sent_total counter\n");
   add(fmt::format("harnessd_bytes_sent_total {}\n", bytes_out_.load(relaxed)));
-  add("# HELP harnessd_sessions Sessions known to the daemon.\n# TYPE harnessd_sessions gauge\n");
-  add(fmt::format("harnessd_sessions {}\n", sessions));
+  add("# HELP harnessd_sessions Sessions loaded now (idle ones are evicted).\n# TYPE harnessd_sessions gauge\n");
+  add(fmt::format("harnessd_sessions {}\n", registry.size()));
+  add("# HELP harnessd_sessions_evicted_total Idle sessions evicted (log closed, memory freed).\n"
+      "# TYPE harnessd_sessions_evicted_total counter\n");
+  add(fmt::format("harnessd_sessions_evicted_total {}\n", registry.evicted()));
+  add("# HELP harnessd_open_logs Session logs open now.\n# TYPE harnessd_open_logs gauge\n");
+  add(fmt::format("harnessd_open_logs {}\n", registry.store().open_logs()));
+  add("# HELP harnessd_open_fds File descriptors open in the process.\n# TYPE harnessd_open_fds gauge\n");
+  add(fmt::format("harnessd_open_fds {}\n", count_open_fds()));
+  add("# HELP harnessd_turns_running Turns holding a running slot (--max-running-turns).\n"
+      "# TYPE harnessd_turns_running gauge\n");
+  add(fmt::format("harnessd_turns_running {}\n", registry.admission().running()));
+  add("# HELP harnessd_turns_queued Prompts waiting for a running slot (--max-queued-turns).\n"
+      "# TYPE harnessd_turns_queued gauge\n");
+  add(fmt::format("harnessd_turns_queued {}\n", registry.admission().queued()));
   add("# HELP harnessd_turns_active Turns running now.\n# TYPE harnessd_turns_active gauge\n");
   add(fmt::format("harnessd_turns_active {}\n", turns.active.load(relaxed)));
   add("# HELP harnessd_turns_total Turns started.\n# TYPE harnessd_turns_total counter\n");

@@ -8,32 +8,62 @@ namespace asio = boost::asio;
 Outbox::Outbox(asio::any_io_executor writer_executor, std::size_t max_bytes)
     : max_bytes_(max_bytes), writer_wakeup_(util::Wakeup::create(std::move(writer_executor))) {}
 
-asio::awaitable<bool> Outbox::push(std::string frame) {
+asio::awaitable<bool> Outbox::wait_for_space(std::unique_lock<std::mutex>& lock) {
   std::shared_ptr<util::Wakeup> waiter;
   for (;;) {
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) co_return false;
-      // An empty queue always accepts, so one frame larger than the bound
-      // still goes through.
-      if (bytes_ < max_bytes_ || frames_.empty()) {
-        bytes_ += frame.size();
-        frames_.push_back(std::move(frame));
-        if (writer_waiting_) {
-          writer_waiting_ = false;
-          writer_wakeup_->notify();
-        }
-        co_return true;
-      }
-      if (!waiter) {
-        // Created lazily: only a blocked pusher pays for a timer.
-        waiter = util::Wakeup::create(co_await asio::this_coro::executor);
-        continue;  // re-check: the lock was not held across the co_await
-      }
-      space_waiters_.push_back(waiter);
+    lock.lock();
+    if (closed_) {
+      lock.unlock();
+      co_return false;
+    }
+    // An empty queue always accepts, so one frame larger than the bound
+    // still goes through.
+    if (bytes_ < max_bytes_ || frames_.empty()) co_return true;
+    if (waiter) space_waiters_.push_back(waiter);
+    lock.unlock();
+    if (!waiter) {
+      // Created lazily: only a blocked pusher pays for a timer. The check
+      // above runs again, since the lock was not held across this co_await.
+      waiter = util::Wakeup::create(co_await asio::this_coro::executor);
+      continue;
     }
     co_await waiter->wait();
   }
+}
+
+asio::awaitable<bool> Outbox::push(std::string frame) {
+  std::unique_lock lock(mutex_, std::defer_lock);
+  if (!co_await wait_for_space(lock)) co_return false;
+  bytes_ += frame.size();
+  frames_.push_back(std::move(frame));
+  if (writer_waiting_) {
+    writer_waiting_ = false;
+    writer_wakeup_->notify();
+  }
+  co_return true;
+}
+
+asio::awaitable<bool> Outbox::push_all(std::vector<std::string>& frames) {
+  std::unique_lock lock(mutex_, std::defer_lock);
+  if (!co_await wait_for_space(lock)) {
+    frames.clear();
+    co_return false;
+  }
+  if (frames_.empty()) {
+    frames_.swap(frames);  // hands the batch over without moving each frame
+    for (const std::string& frame : frames_) bytes_ += frame.size();
+  } else {
+    for (std::string& frame : frames) {
+      bytes_ += frame.size();
+      frames_.push_back(std::move(frame));
+    }
+  }
+  frames.clear();
+  if (writer_waiting_) {
+    writer_waiting_ = false;
+    writer_wakeup_->notify();
+  }
+  co_return true;
 }
 
 asio::awaitable<bool> Outbox::take(std::vector<std::string>& batch) {

@@ -7,20 +7,25 @@ namespace {
 // so a long-running benchmark does not grow without bound.
 class MemoryLog final : public SessionLog {
  public:
-  explicit MemoryLog(boost::json::object header) : header_(std::move(header)) {}
+  MemoryLog(boost::json::object header, std::atomic<std::size_t>& open_logs)
+      : header_(std::move(header)), open_logs_(open_logs) {
+    open_logs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~MemoryLog() override { open_logs_.fetch_sub(1, std::memory_order_relaxed); }
   const boost::json::object& header() const override { return header_; }
   std::vector<boost::json::object> take_loaded_events() override { return {}; }
-  void append(std::string_view) override {}
-  void sync() override {}
+  void append(std::span<const std::string_view>) override {}
+  boost::asio::awaitable<void> end_turn() override { co_return; }
 
  private:
   boost::json::object header_;
+  std::atomic<std::size_t>& open_logs_;
 };
 
 }  // namespace
 
-std::unique_ptr<SessionLog> MemoryStore::open(const SessionHeader& header) {
-  return std::make_unique<MemoryLog>(header.to_json());
+boost::asio::awaitable<std::unique_ptr<SessionLog>> MemoryStore::open(SessionHeader header) {
+  co_return std::make_unique<MemoryLog>(header.to_json(), open_logs_);
 }
 
 }  // namespace harnessd::store

@@ -1,5 +1,8 @@
 #include "harnessd/store/jsonl_store.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 #include <boost/json/serialize.hpp>
 #include <doctest/doctest.h>
 
@@ -13,6 +16,11 @@ using namespace harnessd::store;
 namespace fs = std::filesystem;
 
 namespace {
+
+void append_one(SessionLog& log, std::string_view event) {
+  const std::string_view events[] = {event};
+  log.append(events);
+}
 
 struct TempDir {
   fs::path path;
@@ -60,15 +68,14 @@ TEST_CASE("a new log starts with the header; appends are one line each; reopen r
   {
     SessionHeader h = header_for("s/1");
     h.cwd = "/work";
-    auto log = store.open(h);
+    auto log = store.open_now(h);
     CHECK(log->take_loaded_events().empty());
-    log->append(R"({"type":"turn/start","seq":0})");
-    log->append(R"({"type":"turn/end","seq":1})");
-    log->sync();
+    append_one(*log, R"({"type":"turn/start","seq":0})");
+    append_one(*log, R"({"type":"turn/end","seq":1})");
   }
   const std::string content = read_all(dir.path / "s%2F1.jsonl");
   CHECK(content.rfind(R"({"type":"session","version":0,"id":"s/1","createdAt":1,"cwd":"/work","delegationDepth":0})" "\n", 0) == 0);
-  auto log = store.open(header_for("s/1"));
+  auto log = store.open_now(header_for("s/1"));
   CHECK(log->header().at("cwd") == "/work");  // the stored header wins over the new one
   auto events = log->take_loaded_events();
   REQUIRE(events.size() == 2);
@@ -78,14 +85,14 @@ TEST_CASE("a new log starts with the header; appends are one line each; reopen r
 TEST_CASE("a torn last line is dropped and truncated away") {
   TempDir dir;
   JsonlStore store(dir.path);
-  { store.open(header_for("t"))->append(R"({"type":"turn/start","seq":0})"); }
+  { append_one(*store.open_now(header_for("t")), R"({"type":"turn/start","seq":0})"); }
   const fs::path file = dir.path / "t.jsonl";
   { std::ofstream(file, std::ios::app) << R"({"type":"assistant/chu)"; }
   const auto torn_size = fs::file_size(file);
-  auto log = store.open(header_for("t"));
+  auto log = store.open_now(header_for("t"));
   CHECK(log->take_loaded_events().size() == 1);
   CHECK(fs::file_size(file) < torn_size);
-  log->append(R"({"type":"turn/end","seq":1})");
+  append_one(*log, R"({"type":"turn/end","seq":1})");
   const std::string content = read_all(file);
   CHECK(content.find("assistant/chu") == std::string::npos);
   CHECK(content.substr(content.size() - 28) == "{\"type\":\"turn/end\",\"seq\":1}\n");
@@ -94,22 +101,71 @@ TEST_CASE("a torn last line is dropped and truncated away") {
 TEST_CASE("a complete but unparseable last line is dropped too") {
   TempDir dir;
   JsonlStore store(dir.path);
-  { store.open(header_for("u"))->append(R"({"type":"turn/start","seq":0})"); }
+  { append_one(*store.open_now(header_for("u")), R"({"type":"turn/start","seq":0})"); }
   { std::ofstream(dir.path / "u.jsonl", std::ios::app) << "{not json\n"; }
-  CHECK(store.open(header_for("u"))->take_loaded_events().size() == 1);
+  CHECK(store.open_now(header_for("u"))->take_loaded_events().size() == 1);
 }
 
 TEST_CASE("corruption before the last line refuses to open rather than losing events") {
   TempDir dir;
   JsonlStore store(dir.path);
-  { store.open(header_for("c"))->append(R"({"type":"turn/start","seq":0})"); }
+  { append_one(*store.open_now(header_for("c")), R"({"type":"turn/start","seq":0})"); }
   { std::ofstream(dir.path / "c.jsonl", std::ios::app) << "{bad\n" << R"({"type":"turn/end","seq":2})" << "\n"; }
-  CHECK_THROWS_AS(store.open(header_for("c")), std::system_error);
+  CHECK_THROWS_AS(store.open_now(header_for("c")), std::system_error);
 }
 
 TEST_CASE("a file whose header names another id is refused") {
   TempDir dir;
   JsonlStore store(dir.path);
   { std::ofstream(dir.path / "x.jsonl") << R"({"type":"session","version":0,"id":"y","createdAt":1,"delegationDepth":0})" << "\n"; }
-  CHECK_THROWS_AS(store.open(header_for("x")), std::system_error);
+  CHECK_THROWS_AS(store.open_now(header_for("x")), std::system_error);
+}
+
+TEST_CASE("many sessions' turn ends share sync rounds, and every append is on disk after end_turn") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  boost::asio::io_context io;
+  constexpr int sessions = 50;
+  std::vector<std::unique_ptr<SessionLog>> logs;
+  for (int i = 0; i < sessions; ++i) logs.push_back(store.open_now(header_for(std::string("g").append(std::to_string(i)))));
+  CHECK(store.open_logs() == sessions);
+  int synced = 0;
+  for (auto& log : logs) {
+    append_one(*log, R"({"type":"turn/end","seq":0})");
+    boost::asio::co_spawn(io, log->end_turn(), [&](std::exception_ptr e) {
+      CHECK(!e);
+      ++synced;
+    });
+  }
+  io.run();
+  CHECK(synced == sessions);
+  logs.clear();
+  CHECK(store.open_logs() == 0);
+  CHECK(read_all(dir.path / "g7.jsonl").find("turn/end") != std::string::npos);
+}
+
+TEST_CASE("open() runs on the disk pool and resumes on the caller's executor") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  boost::asio::io_context io;
+  auto future = boost::asio::co_spawn(io, store.open(header_for("p")), boost::asio::use_future);
+  io.run();
+  auto log = future.get();
+  REQUIRE(log);
+  CHECK(log->header().at("id") == "p");
+}
+
+TEST_CASE("a line nested deeper than the input limit but within the log limit loads back") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  std::string deep = std::string(40, '[') + std::string(40, ']');
+  { append_one(*store.open_now(header_for("d")), R"({"type":"x","seq":0,"data":)" + deep + "}"); }
+  CHECK(store.open_now(header_for("d"))->take_loaded_events().size() == 1);
+}
+
+TEST_CASE("sync modes parse by name") {
+  CHECK(parse_sync_mode("turn") == SyncMode::turn);
+  CHECK(parse_sync_mode("batch") == SyncMode::batch);
+  CHECK(parse_sync_mode("none") == SyncMode::none);
+  CHECK(!parse_sync_mode("always"));
 }

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 using namespace harnessd;
 namespace asio = boost::asio;
@@ -28,9 +29,9 @@ namespace {
 struct RecordingSink final : harness::EventSink {
   std::vector<std::pair<std::string, json::object>> events;
   std::vector<std::string> notes;
-  asio::awaitable<void> on_event(std::string_view id, std::string_view event) override {
-    events.emplace_back(std::string(id), json::parse(event).as_object());
-    co_return;
+  asio::awaitable<bool> on_events(std::string_view id, std::span<const std::string> batch) override {
+    for (const std::string& event : batch) events.emplace_back(std::string(id), json::parse(event).as_object());
+    co_return true;
   }
   asio::awaitable<void> on_subagent_started(std::string_view, std::string_view child) override {
     notes.push_back("started " + std::string(child));
@@ -59,6 +60,7 @@ struct Fixture {
 
 asio::awaitable<harness::PromptOutcome> prompt_on(std::shared_ptr<harness::Session> session,
                                                   harness::PromptInput input, harness::EventSink& sink) {
+  REQUIRE(session->try_reserve());
   harness::PromptOutcome outcome =
       co_await asio::co_spawn(session->strand(), session->prompt(std::move(input), sink), asio::use_awaitable);
   co_return outcome;
@@ -99,26 +101,122 @@ TEST_CASE("a turn emits the protocol's events in order with contiguous seq") {
   CHECK(second.events.front().second.at("data").at("turn") == 1);
 }
 
-TEST_CASE("a busy session answers busy at once; cancel settles the turn as aborted") {
+TEST_CASE("a busy session refuses a second reservation; cancel settles the turn as aborted") {
   Fixture f;
   asio::io_context io;
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   auto session = registry.get_or_create("busy");
-  RecordingSink first, second;
+  RecordingSink first;
   auto running = asio::co_spawn(io, prompt_on(session, f.input("@delay 5000\n@chunks 3 1"), first), asio::use_future);
-  auto rejected = asio::co_spawn(io, prompt_on(session, f.input("hi"), second), asio::use_future);
+  bool refused = false;
   asio::steady_timer timer(io, std::chrono::milliseconds(50));
   timer.async_wait([&](auto) {
-    asio::co_spawn(io, harness::Session::cancel_from_anywhere(session, "cancelled", nullptr), asio::detached);
+    refused = !session->try_reserve();
+    // From another thread, as a closing connection would.
+    std::thread([&] { CHECK(session->cancel("cancelled")); }).join();
   });
   io.run();
-  CHECK(rejected.get().busy);
-  CHECK(second.events.empty());
+  CHECK(refused);
   const auto outcome = running.get();
   CHECK(outcome.reason.at("kind") == "aborted");
   CHECK(outcome.reason.at("reason") == "cancelled");
   CHECK(first.events.back().second.at("type") == "turn/end");
-  CHECK(registry.stats().overlap_rejections == 1);
+  CHECK(!session->reserved());
+}
+
+TEST_CASE("admission: a queued prompt runs once a slot frees, one over the queue is refused, a queued cancel aborts at once") {
+  Fixture f;
+  asio::io_context io;
+  harness::HarnessOptions options;
+  options.max_running_turns = 1;
+  options.max_queued_turns = 2;
+  harness::SessionRegistry registry(io.get_executor(), f.store, options);
+  RecordingSink a, b, c, d;
+  auto admitted = [&](std::string text) {
+    auto in = f.input(std::move(text));
+    in.admit = true;
+    return in;
+  };
+  auto first = asio::co_spawn(io, prompt_on(registry.get_or_create("a"), admitted("@delay 200\nfirst"), a), asio::use_future);
+  auto queued = asio::co_spawn(io, prompt_on(registry.get_or_create("b"), admitted("second"), b), asio::use_future);
+  auto cancelled = asio::co_spawn(io, prompt_on(registry.get_or_create("c"), admitted("third"), c), asio::use_future);
+  auto refused = asio::co_spawn(io, prompt_on(registry.get_or_create("d"), admitted("fourth"), d), asio::use_future);
+  std::size_t queued_seen = 0;
+  asio::steady_timer timer(io, std::chrono::milliseconds(50));
+  timer.async_wait([&](auto) {
+    queued_seen = registry.admission().queued();
+    CHECK(registry.find("c")->cancel("cancelled"));
+  });
+  io.run();
+  CHECK(queued_seen == 2);
+  CHECK(first.get().reason.at("kind") == "completed");
+  CHECK(queued.get().final_text == "echo: second");
+  const auto aborted = cancelled.get();
+  CHECK(aborted.reason.at("kind") == "aborted");
+  CHECK(c.events.empty());  // it never started: nothing logged, nothing sent
+  const auto over = refused.get();
+  CHECK(over.overloaded);
+  CHECK(over.retry_after_ms >= 100);
+  CHECK(registry.admission().running() == 0);
+}
+
+TEST_CASE("idle sessions are evicted, their logs closed, and they load again as after a restart") {
+  Fixture f;
+  asio::io_context io;
+  harness::HarnessOptions options;
+  options.session_idle = std::chrono::milliseconds(1);
+  options.max_open_logs = 4;
+  harness::SessionRegistry registry(io.get_executor(), f.store, options);
+  for (int i = 0; i < 10; ++i) {
+    RecordingSink sink;
+    run_prompt(io, registry.get_or_create(std::string("e").append(std::to_string(i))), f.input("hi"), sink);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto held = registry.find("e3");  // in use: never evicted
+  CHECK(registry.evict_idle() == 9);
+  CHECK(registry.size() == 1);
+  CHECK(f.store.open_logs() == 1);
+  held.reset();
+  RecordingSink again;
+  run_prompt(io, registry.get_or_create("e5"), f.input("hi"), again);
+  CHECK(again.events.front().second.at("seq") == 10);  // the log continues
+  CHECK(again.events.front().second.at("data").at("turn") == 1);
+}
+
+TEST_CASE("a log with a seq gap or a turn near INT64_MAX is refused, not trusted") {
+  Fixture f;
+  {
+    std::ofstream out(f.root / "g.jsonl");
+    out << R"({"type":"session","version":0,"id":"g","createdAt":1,"delegationDepth":0})" "\n";
+    out << R"({"type":"turn/start","seq":0,"time":1,"data":{"turn":9223372036854775807}})" "\n";
+  }
+  {
+    std::ofstream out(f.root / "h.jsonl");
+    out << R"({"type":"session","version":0,"id":"h","createdAt":1,"delegationDepth":0})" "\n";
+    out << R"({"type":"user/message","seq":9223372036854775807,"time":1,"data":{}})" "\n";
+  }
+  asio::io_context io;
+  harness::SessionRegistry registry(io.get_executor(), f.store, {});
+  for (const char* id : {"g", "h"}) {
+    RecordingSink sink;
+    CHECK_THROWS_AS(run_prompt(io, registry.get_or_create(id), f.input("hi"), sink), std::system_error);
+    CHECK(sink.events.empty());
+    CHECK(!registry.find(id)->reserved());
+  }
+}
+
+TEST_CASE("a child's id stays within the id limit, even under a 256-byte parent id") {
+  Fixture f;
+  asio::io_context io;
+  harness::SessionRegistry registry(io.get_executor(), f.store, {});
+  const std::string parent_id = std::string(250, 'p') + "\xc3\xa9\xc3\xa9\xc3\xa9";  // ends in multibyte characters
+  auto parent = registry.get_or_create(parent_id);
+  auto child = registry.create_child(*parent);
+  CHECK(child->id().size() <= harness::max_session_id_bytes);
+  CHECK(child->id().find(".sub-") != std::string::npos);
+  // Cut at a character boundary: no lone continuation byte before the tail.
+  const std::size_t tail = child->id().find(".sub-");
+  CHECK((static_cast<unsigned char>(child->id()[tail - 1]) & 0xC0) != 0xC0);
 }
 
 TEST_CASE("a log that ends inside a turn is closed with an interrupted turn/end on load") {

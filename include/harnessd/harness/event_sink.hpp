@@ -5,6 +5,8 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
+#include <span>
+#include <string>
 #include <string_view>
 
 namespace harnessd::harness {
@@ -16,9 +18,11 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
 
-  /// `event_json` is the serialized event, already handed to the session log.
-  virtual boost::asio::awaitable<void> on_event(std::string_view session_id,
-                                                std::string_view event_json) = 0;
+  /// `events` are serialized events of one session, in order, already
+  /// handed to the session log. Returns false once the client is gone: the
+  /// turn then has nobody to stream to.
+  virtual boost::asio::awaitable<bool> on_events(std::string_view session_id,
+                                                 std::span<const std::string> events) = 0;
   virtual boost::asio::awaitable<void> on_subagent_started(std::string_view parent_session_id,
                                                            std::string_view child_session_id) = 0;
   /// `info` holds the subagent.finished fields of protocol §5.

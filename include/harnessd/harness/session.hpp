@@ -1,5 +1,7 @@
 // One agent session: its durable log, its conversation, and the strand that
-// serialises everything about it. At most one turn runs at a time.
+// serialises everything about it. At most one turn runs at a time: a prompt
+// reserves the session (an atomic flag, so an overlapping prompt is refused
+// at once even while a turn keeps the strand busy) before it runs.
 #pragma once
 
 #include "harnessd/harness/event_sink.hpp"
@@ -12,6 +14,10 @@
 #include <boost/asio/strand.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <span>
 
 #include <cstdint>
 #include <memory>
@@ -35,10 +41,12 @@ struct PromptInput {
   std::optional<std::int64_t> max_tokens;
   std::optional<std::string> cwd;  ///< recorded in the header of a new session
   const void* owner = nullptr;     ///< who prompted: cancel(why, owner) matches it
+  bool admit = false;              ///< a client's prompt: waits for a running-turn slot
 };
 
 struct PromptOutcome {
-  bool busy = false;                  ///< rejected: another prompt is running
+  bool overloaded = false;            ///< refused: the admission queue is full
+  std::int64_t retry_after_ms = 0;    ///< with `overloaded`: a hint for the client
   boost::json::object reason;         ///< TurnEndReason of the settled turn
   std::optional<std::string> final_text;  ///< text of the last assistant/message
 };
@@ -50,53 +58,75 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(Strand strand, std::string id, SessionRegistry& registry,
           std::optional<std::string> parent_id, int delegation_depth);
 
+  ~Session();
+
   const std::string& id() const noexcept { return id_; }
   const Strand& strand() const noexcept { return strand_; }
   /// Strand-only once the session may be loading.
   int delegation_depth() const noexcept { return delegation_depth_; }
 
-  /// Runs one turn to settlement, or answers busy at once. Must run on
-  /// strand(). Throws on store failure (the turn then has no turn/end).
+  /// Thread-safe. Reserves the session for one prompt; false while another
+  /// prompt holds it. prompt() releases the reservation when it settles.
+  bool try_reserve() noexcept;
+  /// Thread-safe. Gives back a reservation that prompt() will not run.
+  void release() noexcept;
+  /// Thread-safe. True while a prompt holds the session.
+  bool reserved() const noexcept { return reserved_.load(std::memory_order_acquire); }
+  /// Thread-safe. Steady-clock milliseconds of the last prompt's end (or the
+  /// session's creation): what idle eviction compares against.
+  std::int64_t last_active_ms() const noexcept { return last_active_ms_.load(std::memory_order_relaxed); }
+
+  /// Runs one turn to settlement; the caller holds a reservation
+  /// (try_reserve()). Must run on strand(). Throws on store failure (the
+  /// turn then has no turn/end).
   boost::asio::awaitable<PromptOutcome> prompt(PromptInput input, EventSink& sink);
 
-  /// Cancels the running turn, if any (only if prompted by `owner`, when
-  /// given). Must run on strand(). Returns whether a turn was cancelled.
+  /// Thread-safe. Cancels the running (or queued) turn, if any, and only if
+  /// prompted by `owner` when one is given. Returns whether a turn was
+  /// cancelled. The turn sees it at its next event, whatever its strand does.
   bool cancel(const std::string& why, const void* owner = nullptr);
 
-  /// cancel() from any executor: hops to the session's strand and back.
-  static boost::asio::awaitable<bool> cancel_from_anywhere(std::shared_ptr<Session> session,
-                                                           std::string why, const void* owner);
-
   // --- used by the turn loop, on strand() ---
-  /// Stamps seq and time on an event, appends it to the log, updates the
-  /// conversation and returns the serialized event.
-  std::string append_event(std::string_view type, boost::json::object data);
+  /// Stamps seq and time on an event and returns it serialized; also
+  /// applies it to the conversation. Not yet in the log: see write_events().
+  std::string make_event(std::string_view type, const boost::json::object& data);
   /// The same for an event whose data is already serialized and does not
   /// change the conversation (chunks, step boundaries): the hot path.
-  std::string append_serialized_event(std::string_view type, std::string_view data_json);
+  std::string make_serialized_event(std::string_view type, std::string_view data_json);
+  /// Hands events made above to the log, in order, in one write.
+  void write_events(std::span<const std::string> events);
+  /// Completes when the turn's events are as durable as the store promises.
+  boost::asio::awaitable<void> end_turn_in_log();
   const std::vector<llm::ChatMessage>& messages() const noexcept { return messages_; }
-  void sync_log();
-  std::int64_t allocate_turn() noexcept { return next_turn_++; }
+  std::int64_t allocate_turn();
   SessionRegistry& registry() noexcept { return registry_; }
 
  private:
-  void load(const std::optional<std::string>& cwd);
+  boost::asio::awaitable<void> load(const std::optional<std::string>& cwd);
+  void replay(std::vector<boost::json::object> events);
   void apply_to_conversation(std::string_view type, const boost::json::object& data);
+  void touch() noexcept;
 
   Strand strand_;
   const std::string id_;
   SessionRegistry& registry_;
   const std::optional<std::string> parent_id_;
   int delegation_depth_;  ///< from the stored header once loaded
+  std::atomic<bool> reserved_{false};
+  std::atomic<std::int64_t> last_active_ms_{0};
+
+  // Guards running_ and running_owner_, which cancel() reads from any thread.
+  std::mutex running_mutex_;
+  llm::CancelScope* running_ = nullptr;  ///< the running turn's scope
+  const void* running_owner_ = nullptr;
 
   // Strand-only state.
   std::unique_ptr<store::SessionLog> log_;
-  std::uint64_t next_seq_ = 0;
+  std::int64_t next_seq_ = 0;
   std::int64_t next_turn_ = 0;
   std::vector<llm::ChatMessage> messages_;
-  bool busy_ = false;
-  llm::CancelScope* running_ = nullptr;  ///< the running turn's scope
-  const void* running_owner_ = nullptr;
+  std::optional<std::int64_t> open_turn_;  ///< while loading: a turn/start without its turn/end
+  std::vector<std::string_view> views_;    ///< write_events()' scratch
 };
 
 }  // namespace harnessd::harness

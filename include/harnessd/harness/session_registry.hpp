@@ -1,12 +1,17 @@
-// All sessions of the daemon by id, shared by every connection, so a busy
-// session is busy for everyone. Sessions live as long as the daemon.
+// All loaded sessions by id, shared by every connection, so a busy session
+// is busy for everyone. A session stays loaded (log open, conversation in
+// memory) while anyone uses it; idle ones are evicted after a while, and the
+// least recently used ones whenever too many logs are open. An evicted
+// session loads again on its next prompt, exactly as after a restart.
 #pragma once
 
+#include "harnessd/harness/admission.hpp"
 #include "harnessd/harness/session.hpp"
 #include "harnessd/harness/turn_stats.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +28,13 @@ struct HarnessOptions {
   int max_steps_per_turn = 32;
   int max_delegation_depth = 3;
   bool max_tokens_as_success = false;
+  /// A session with no prompt for this long is evicted (log closed, memory freed).
+  std::chrono::milliseconds session_idle{300'000};
+  /// Loaded sessions (one open log each) before the least recently used idle
+  /// ones are evicted.
+  std::size_t max_open_logs = 1024;
+  std::size_t max_running_turns = 256;
+  std::size_t max_queued_turns = 4096;
 };
 
 /// Thread-safe.
@@ -35,13 +47,23 @@ class SessionRegistry {
   std::shared_ptr<Session> get_or_create(std::string_view id);
   /// The session with this id, or null.
   std::shared_ptr<Session> find(std::string_view id) const;
-  /// A new child session with a fresh id.
+  /// A new child session with a fresh id that fits the id limit.
   std::shared_ptr<Session> create_child(const Session& parent);
+
+  /// Evicts sessions idle for longer than the idle limit, then, while more
+  /// than max_open_logs are loaded, the least recently used idle ones. A
+  /// session is idle when nothing but the registry refers to it. Returns
+  /// how many were evicted.
+  std::size_t evict_idle();
 
   std::size_t size() const;
   store::EventStore& store() noexcept { return store_; }
   const HarnessOptions& options() const noexcept { return options_; }
   TurnStats& stats() noexcept { return stats_; }
+  Admission& admission() noexcept { return admission_; }
+  /// For a prompt refused as overloaded: roughly when a slot may be free.
+  std::int64_t retry_after_ms() const;
+  std::uint64_t evicted() const noexcept { return evicted_.load(std::memory_order_relaxed); }
 
  private:
   std::shared_ptr<Session> make_session(std::string id, std::optional<std::string> parent, int depth);
@@ -50,9 +72,17 @@ class SessionRegistry {
   store::EventStore& store_;
   const HarnessOptions options_;
   TurnStats stats_;
+  Admission admission_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions_;
   std::uint64_t child_counter_ = 0;
+  std::atomic<std::uint64_t> evicted_{0};
 };
+
+/// Session ids are at most this many bytes (docs/protocol.md §4.2).
+inline constexpr std::size_t max_session_id_bytes = 256;
+
+/// Steady-clock milliseconds: the clock of idle eviction.
+std::int64_t steady_now_ms();
 
 }  // namespace harnessd::harness

@@ -1,31 +1,41 @@
-// Cancellation of one running turn. Lives on the session strand: the turn
-// and whoever cancels it both run there, so no locks are needed.
+// Cancellation of one running turn. cancel() may come from any thread (a
+// closing connection, session/cancel, shutdown): the flag is set at once, so
+// a turn that never suspends still sees it at its next event, and the hook
+// that interrupts a pending wait runs on the session strand.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <atomic>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
-#include <utility>
 
 namespace harnessd::llm {
 
-/// Not thread-safe: every call happens on the owning session's strand.
+/// cancel(), cancelled() and reason() are thread-safe; hooks are installed
+/// and cleared on the owning strand only.
 class CancelScope {
  public:
-  bool cancelled() const noexcept { return cancelled_; }
-  const std::string& reason() const noexcept { return reason_; }
+  using Strand = boost::asio::strand<boost::asio::any_io_executor>;
 
-  /// Marks the scope cancelled and runs the current hook (e.g. cancels a
-  /// timer or closes a socket) so a pending wait ends at once.
-  void cancel(std::string reason) {
-    if (cancelled_) return;
-    cancelled_ = true;
-    reason_ = std::move(reason);
-    if (auto hook = std::exchange(hook_, nullptr)) hook();
-  }
+  /// Without a strand, hooks run inside cancel() (single-threaded tests).
+  CancelScope();
+  explicit CancelScope(Strand strand);
+
+  bool cancelled() const noexcept { return state_->phase.load(std::memory_order_acquire) == cancelled_phase; }
+  /// Why the scope was cancelled; empty while it is not.
+  const std::string& reason() const noexcept;
+
+  /// Marks the scope cancelled (the first reason wins) and runs the current
+  /// hook on the strand, so a pending wait (a timer, a socket) ends at once.
+  void cancel(std::string reason);
 
   /// Installs what cancel() must interrupt; cleared by the RAII guard below.
-  void set_hook(std::function<void()> hook) { hook_ = std::move(hook); }
-  void clear_hook() { hook_ = nullptr; }
+  void set_hook(std::function<void()> hook);
+  void clear_hook();
 
   /// Keeps a hook installed for the lifetime of one wait.
   class Hook {
@@ -42,9 +52,16 @@ class CancelScope {
   };
 
  private:
-  bool cancelled_ = false;
-  std::string reason_;
-  std::function<void()> hook_;
+  static constexpr int cancelled_phase = 2;
+  /// Shared with a hook run posted to the strand, which may outlive the scope.
+  struct State {
+    std::atomic<int> phase{0};  ///< 0 running, 1 being cancelled, 2 cancelled
+    std::string reason;         ///< written once, before phase becomes 2
+    std::function<void()> hook; ///< strand-only
+    void run_hook();
+  };
+  std::shared_ptr<State> state_;
+  std::optional<Strand> strand_;
 };
 
 }  // namespace harnessd::llm

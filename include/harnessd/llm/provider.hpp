@@ -16,12 +16,17 @@
 
 namespace harnessd::llm {
 
-/// Receives every chunk of a model call, in order. Awaiting it is the
-/// provider's backpressure: the chunk has been logged and queued when it returns.
+/// Receives every chunk of a model call, in order. Chunks may be held back
+/// briefly so that many share one log write and one socket write: a provider
+/// calls flush() before it waits for anything (the network, a timer), so no
+/// chunk sits in the sink while the model is silent.
 class ChunkSink {
  public:
   virtual ~ChunkSink() = default;
+  /// Awaiting it is the provider's backpressure.
   virtual boost::asio::awaitable<void> on_chunk(boost::json::object chunk) = 0;
+  /// Logs and queues every chunk received so far.
+  virtual boost::asio::awaitable<void> flush() = 0;
 };
 
 class Provider {

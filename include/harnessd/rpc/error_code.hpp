@@ -19,6 +19,7 @@ enum class ErrorCode : int {
   not_initialized = -32002,
   shutting_down = -32003,
   unauthorized = -32004,
+  overloaded = -32005,
 };
 
 /// Thrown by method handlers; the dispatcher turns it into an error response.

@@ -76,7 +76,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool stopping_ = false;
   bool writer_done_ = false;
   std::size_t inflight_ = 0;
-  std::size_t running_prompts_ = 0;
   std::size_t shutdowns_inflight_ = 0;
   llm::Provider* provider_ = nullptr;
   std::string model_;

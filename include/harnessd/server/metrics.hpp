@@ -12,7 +12,7 @@
 #include <string_view>
 
 namespace harnessd::harness {
-struct TurnStats;
+class SessionRegistry;
 }
 
 namespace harnessd::server {
@@ -22,8 +22,8 @@ class Metrics {
   static constexpr std::array<std::string_view, 5> methods = {"initialize", "session/prompt",
                                                               "session/cancel", "shutdown", "other"};
   /// 0 is success; the rest are the protocol's error codes.
-  static constexpr std::array<int, 10> codes = {0,      -32700, -32600, -32601, -32602,
-                                                -32603, -32001, -32002, -32003, -32004};
+  static constexpr std::array<int, 11> codes = {0,      -32700, -32600, -32601, -32602, -32603,
+                                                -32001, -32002, -32003, -32004, -32005};
 
   Metrics() : started_(std::chrono::steady_clock::now()) {}
 
@@ -31,7 +31,7 @@ class Metrics {
   void connection_closed(transport::TransportKind kind);
   void request_answered(std::string_view method, int code);
   void frames_written(std::size_t frames, std::size_t bytes);
-  void notification_queued() { notifications_.fetch_add(1, std::memory_order_relaxed); }
+  void notifications_queued(std::size_t n) { notifications_.fetch_add(n, std::memory_order_relaxed); }
   void bytes_read(std::size_t bytes) { bytes_in_.fetch_add(bytes, std::memory_order_relaxed); }
 
   std::int64_t open_connections() const;
@@ -40,7 +40,7 @@ class Metrics {
   std::uint64_t frames() const { return frames_.load(std::memory_order_relaxed); }
 
   /// Prometheus text exposition format, version 0.0.4.
-  std::string render_prometheus(const harness::TurnStats& turns, std::size_t sessions) const;
+  std::string render_prometheus(harness::SessionRegistry& sessions) const;
 
  private:
   std::chrono::steady_clock::time_point started_;

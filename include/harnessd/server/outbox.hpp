@@ -26,6 +26,11 @@ class Outbox {
   /// outbox is closed or aborted.
   boost::asio::awaitable<bool> push(std::string frame);
 
+  /// Queues every frame of `frames` at once, in order (one lock, one
+  /// wake-up), waiting first while the outbox is over its bound. Leaves
+  /// `frames` empty. Returns false, dropping them, once closed or aborted.
+  boost::asio::awaitable<bool> push_all(std::vector<std::string>& frames);
+
   /// Writer executor only. Waits for frames and moves all queued ones into
   /// `batch`. Returns false when the outbox is closed and drained.
   boost::asio::awaitable<bool> take(std::vector<std::string>& batch);
@@ -39,6 +44,9 @@ class Outbox {
 
  private:
   void wake_all_locked();
+  /// Waits until a push may proceed; false once closed. Returns with the
+  /// lock held in `lock` when true.
+  boost::asio::awaitable<bool> wait_for_space(std::unique_lock<std::mutex>& lock);
 
   mutable std::mutex mutex_;
   std::vector<std::string> frames_;  // a vector: an idle outbox allocates nothing

@@ -1,12 +1,16 @@
 // The store layer's interface: each session has one append-only log of
 // serialized events, opened once and then used only from the session strand.
+// Disk work never runs on an I/O thread: opening and syncing are awaitable.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,8 +28,16 @@ struct SessionHeader {
   boost::json::object to_json() const;
 };
 
+/// When appended events become durable (docs/protocol.md §7).
+enum class SyncMode {
+  turn,   ///< every turn's events are synced before its prompt is answered
+  batch,  ///< synced at most every sync interval; prompts do not wait
+  none,   ///< left to the OS
+};
+
 /// One session's durable event log. Not thread-safe: the owning session uses
-/// it from its strand only. I/O failures throw std::system_error.
+/// it from its strand only. I/O failures throw std::system_error. Closing
+/// (destruction) never blocks on the disk for long: it only closes the file.
 class SessionLog {
  public:
   virtual ~SessionLog() = default;
@@ -37,23 +49,29 @@ class SessionLog {
   /// torn last line already dropped. Moves them out; later calls return none.
   virtual std::vector<boost::json::object> take_loaded_events() = 0;
 
-  /// Hands one serialized event (no trailing newline) to the OS.
-  virtual void append(std::string_view event_json) = 0;
+  /// Hands serialized events (no trailing newlines) to the OS, in order, in
+  /// as few writes as possible. On return a crash of the daemon loses none.
+  virtual void append(std::span<const std::string_view> events) = 0;
 
-  /// Makes every appended event durable (fsync).
-  virtual void sync() = 0;
+  /// A turn ended: completes once the log's events are as durable as the
+  /// store's SyncMode promises (with `turn`: on disk). Strand-safe: runs the
+  /// disk work elsewhere and resumes on the caller's executor.
+  virtual boost::asio::awaitable<void> end_turn() = 0;
 };
 
 class EventStore {
  public:
   virtual ~EventStore() = default;
 
-  /// Opens the log of `header.id`, creating it with `header` when new.
-  /// Thread-safe for distinct ids.
-  virtual std::unique_ptr<SessionLog> open(const SessionHeader& header) = 0;
+  /// Opens the log of `header.id`, creating it with `header` when new. The
+  /// file work runs off the caller's thread. Thread-safe for distinct ids.
+  virtual boost::asio::awaitable<std::unique_ptr<SessionLog>> open(SessionHeader header) = 0;
 
   /// "jsonl" or "memory", for logs and /healthz.
   virtual std::string_view kind() const = 0;
+
+  /// Logs open right now (each holds one file descriptor).
+  virtual std::size_t open_logs() const = 0;
 };
 
 }  // namespace harnessd::store

@@ -1,30 +1,61 @@
 // The embedded default store: one JSONL file per session under a root
-// directory; header line, then one event per line, fsync at turn end.
+// directory; header line, then one event per line. Appends go to the OS at
+// once; durability comes from a group commit thread (docs/protocol.md §7).
 #pragma once
 
 #include "harnessd/store/event_store.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <memory>
+
+namespace boost::asio {
+class thread_pool;
+}
 
 namespace harnessd::store {
+
+namespace detail {
+class GroupCommit;
+}
+
+struct JsonlOptions {
+  SyncMode sync = SyncMode::turn;
+  std::chrono::milliseconds sync_interval{100};  ///< SyncMode::batch only
+};
 
 class JsonlStore final : public EventStore {
  public:
   /// Creates `root` if needed. Throws std::system_error when it cannot.
-  explicit JsonlStore(std::filesystem::path root);
+  explicit JsonlStore(std::filesystem::path root, JsonlOptions options = {});
+  ~JsonlStore() override;
 
-  std::unique_ptr<SessionLog> open(const SessionHeader& header) override;
+  boost::asio::awaitable<std::unique_ptr<SessionLog>> open(SessionHeader header) override;
   std::string_view kind() const override { return "jsonl"; }
+  std::size_t open_logs() const override { return open_logs_.load(std::memory_order_relaxed); }
+
+  /// open() on the calling thread (blocking file I/O): for the disk pool
+  /// and for tests.
+  std::unique_ptr<SessionLog> open_now(const SessionHeader& header);
 
   const std::filesystem::path& root() const noexcept { return root_; }
 
  private:
   std::filesystem::path root_;
+  JsonlOptions options_;
+  int root_fd_ = -1;
+  std::atomic<std::size_t> open_logs_{0};
+  std::unique_ptr<detail::GroupCommit> commit_;
+  std::unique_ptr<boost::asio::thread_pool> disk_;  ///< opens and reads logs
 };
 
 /// The file name a session id is stored under: bytes outside [A-Za-z0-9_-]
 /// (and '.') are written as %XX, so any id is a safe, distinct file name;
 /// ids whose encoding is too long for a file name end in a SHA-256 digest.
 std::string session_file_name(std::string_view session_id);
+
+/// Parses a SyncMode name ("turn", "batch", "none"); nullopt when unknown.
+std::optional<SyncMode> parse_sync_mode(std::string_view name);
 
 }  // namespace harnessd::store
