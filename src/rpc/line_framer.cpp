@@ -1,3 +1,6 @@
+// Line splitting for NDJSON input. One buffer per connection: consumed bytes
+// are reclaimed before it grows, and it shrinks back once a large frame is
+// gone, so its size follows the frames in flight, not the largest ever seen.
 #include "harnessd/rpc/line_framer.hpp"
 
 #include <algorithm>
@@ -15,11 +18,25 @@ bool is_blank(std::string_view line) {
 LineFramer::LineFramer(std::size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
 
 std::span<char> LineFramer::prepare(std::size_t bytes) {
-  // Reclaim consumed bytes before growing; keeps the buffer near one frame.
-  if (begin_ == committed_) {
+  const std::size_t pending = committed_ - begin_;
+  const std::size_t need = pending + bytes;
+  // Empty: keep no more than the request (or the idle size). Mid-line: allow
+  // twice the need, so a frame growing read by read never reallocates twice.
+  const std::size_t keep = pending == 0 ? std::max(need, idle_capacity_bytes)
+                                        : std::max(2 * need, idle_capacity_bytes);
+  if (data_.capacity() > keep) {
+    std::string fresh;
+    fresh.resize(need);
+    std::memcpy(fresh.data(), data_.data() + begin_, pending);
+    data_.swap(fresh);
+    scanned_ -= begin_;
+    committed_ = pending;
+    begin_ = 0;
+  } else if (pending == 0) {
     begin_ = scanned_ = committed_ = 0;
   } else if (begin_ > 0 && begin_ >= committed_ / 2) {
-    std::memmove(data_.data(), data_.data() + begin_, committed_ - begin_);
+    // Reclaim consumed bytes before growing; keeps the buffer near one frame.
+    std::memmove(data_.data(), data_.data() + begin_, pending);
     committed_ -= begin_;
     scanned_ -= begin_;
     begin_ = 0;
@@ -53,7 +70,11 @@ LineFramer::Next LineFramer::next() {
     }
     if (newline == std::string_view::npos) {
       scanned_ = committed_;
-      if (committed_ - begin_ > max_frame_bytes_) {
+      // A '\r' at the very end may be the first half of a CRLF split across
+      // reads: it is not content yet, so it cannot push a line over the limit.
+      std::size_t content = committed_ - begin_;
+      if (content > 0 && buffered.back() == '\r') --content;
+      if (content > max_frame_bytes_) {
         discarding_ = true;
         begin_ = scanned_ = committed_;
         return {Kind::oversized, {}};

@@ -21,7 +21,11 @@ std::string_view to_string(TransportKind kind) {
 
 namespace {
 
+// Reads continuing a partial frame take large chunks (few syscalls for big
+// frames); a read with nothing pending, the one an idle connection sits in,
+// takes only the framer's idle buffer so a quiet connection holds 16 KiB.
 constexpr std::size_t read_chunk_bytes = 64 * 1024;
+constexpr std::size_t idle_read_bytes = rpc::LineFramer::idle_capacity_bytes;
 
 class TcpStream final : public ByteStream {
  public:
@@ -118,7 +122,8 @@ asio::awaitable<ReadResult> NdjsonTransport::read_frame() {
     if (next.kind == rpc::LineFramer::Kind::frame) co_return ReadResult{ReadResult::Kind::frame, next.frame};
     if (next.kind == rpc::LineFramer::Kind::oversized) co_return ReadResult{ReadResult::Kind::oversized, {}};
     if (read_stopped_) co_return ReadResult{};
-    std::span<char> space = framer_.prepare(read_chunk_bytes);
+    const std::size_t want = framer_.pending_bytes() == 0 ? idle_read_bytes : read_chunk_bytes;
+    std::span<char> space = framer_.prepare(want);
     const std::size_t n = co_await stream_->read_some(space);
     if (n == 0) {
       // A final line without '\n' at EOF is still a frame.

@@ -1,6 +1,9 @@
 // NDJSON framing over a byte stream: splits on '\n', accepts "\r\n", skips
 // blank lines and enforces the frame size limit with recovery at the next
 // newline. Pure: the caller reads bytes into prepare()/commit().
+//
+// The limit counts a frame's content only: the '\n' and one '\r' before it
+// never count, wherever the read boundaries fall.
 #pragma once
 
 #include <cstddef>
@@ -22,9 +25,15 @@ class LineFramer {
     std::string_view frame;  ///< valid until the next prepare()
   };
 
+  /// The buffer an idle connection keeps: with no partial line pending,
+  /// prepare() gives back any larger allocation (left by a big frame) so
+  /// thousands of quiet connections cost little memory.
+  static constexpr std::size_t idle_capacity_bytes = 16 * 1024;
+
   explicit LineFramer(std::size_t max_frame_bytes);
 
   /// Space for the next read; pass the bytes actually read to commit().
+  /// Invalidates the last frame returned by next().
   std::span<char> prepare(std::size_t bytes);
   void commit(std::size_t bytes);
 
@@ -35,6 +44,8 @@ class LineFramer {
 
   /// Bytes of an incomplete line buffered (0 while discarding).
   std::size_t pending_bytes() const noexcept { return committed_ - begin_; }
+  /// Bytes allocated for the buffer.
+  std::size_t capacity() const noexcept { return data_.capacity(); }
 
  private:
   std::size_t max_frame_bytes_;
