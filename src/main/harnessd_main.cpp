@@ -51,13 +51,15 @@ struct Options {
   unsigned sync_interval_ms = 100;
   unsigned session_idle_ms = 300'000;
   std::size_t max_open_logs = 0;  // 0: a quarter of the descriptor limit
-  std::size_t max_running_turns = 256;
+  std::size_t max_running_turns = 0;  // 0: 256, or an eighth of the descriptor limit if lower
   std::size_t max_queued_turns = 4096;
   std::size_t max_frame_bytes = 8 * 1024 * 1024;
   bool max_tokens_as_success = false;
   std::string provider = "scripted";
   std::string log_level = "info";
   unsigned write_timeout_ms = 30'000;
+  unsigned handshake_timeout_ms = 10'000;
+  unsigned idle_timeout_ms = 0;
   unsigned shutdown_grace_ms = 10'000;
   std::string auth_token_file;
   std::vector<std::string> allow_origins;
@@ -175,7 +177,11 @@ int run(const Options& options) {
   harness_options.session_idle = std::chrono::milliseconds(options.session_idle_ms);
   harness_options.max_open_logs =
       options.max_open_logs > 0 ? options.max_open_logs : std::max<std::size_t>(16, fd_limit / 4);
-  harness_options.max_running_turns = options.max_running_turns;
+  // A running turn holds its log (and its children's) open: with few
+  // descriptors, fewer turns run at once and the rest wait in line.
+  harness_options.max_running_turns =
+      options.max_running_turns > 0 ? options.max_running_turns
+                                    : std::clamp<std::size_t>(fd_limit / 8, 1, 256);
   harness_options.max_queued_turns = options.max_queued_turns;
   harness::SessionRegistry sessions(io.get_executor(), *store, harness_options);
   server::Metrics metrics;
@@ -183,6 +189,8 @@ int run(const Options& options) {
   server::ServerConfig config;
   config.max_frame_bytes = options.max_frame_bytes;
   config.write_timeout = std::chrono::milliseconds(options.write_timeout_ms);
+  config.handshake_timeout = std::chrono::milliseconds(options.handshake_timeout_ms);
+  config.idle_timeout = std::chrono::milliseconds(options.idle_timeout_ms);
   config.default_provider = options.provider;
   if (const char* cwd = std::getenv("DSH_CWD"); cwd != nullptr && *cwd != '\0') config.default_cwd = cwd;
   if (!options.auth_token_file.empty()) config.auth_token = read_token_file(options.auth_token_file);
@@ -301,7 +309,8 @@ int main(int argc, char** argv) {
                  "Loaded sessions (one open log each) before the least recently used idle ones are "
                  "evicted (default: a quarter of the file descriptor limit)");
   app.add_option("--max-running-turns", options.max_running_turns,
-                 "Turns running at once; later prompts wait in line (default 256)")
+                 "Turns running at once; later prompts wait in line (default 256, or an eighth of "
+                 "the file descriptor limit if that is lower)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   app.add_option("--max-queued-turns", options.max_queued_turns,
                  "Prompts waiting for a running slot; beyond it a prompt is refused with -32005 "
@@ -314,7 +323,13 @@ int main(int argc, char** argv) {
   app.add_flag("--max-tokens-as-success", options.max_tokens_as_success,
                "Report turns that stop at the token limit as status ok instead of error");
   app.add_option("--write-timeout-ms", options.write_timeout_ms,
-                 "Close a client that accepts no bytes for this long (default 30000)");
+                 "Close a client that accepts no bytes for this long while output waits (default 30000)");
+  app.add_option("--handshake-timeout-ms", options.handshake_timeout_ms,
+                 "Close a network client that has not initialized (and authenticated) by then (default 10000)")
+      ->check(CLI::Range(1u, 3'600'000u));
+  app.add_option("--idle-timeout-ms", options.idle_timeout_ms,
+                 "Close a network client that sends no request and runs no prompt for this long "
+                 "(default 0: never)");
   app.add_option("--shutdown-grace-ms", options.shutdown_grace_ms,
                  "On SIGINT/SIGTERM, wait this long for turns to settle before exiting (default 10000)");
   app.add_option("--auth-token-file", options.auth_token_file,

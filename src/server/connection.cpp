@@ -82,6 +82,7 @@ Connection::Connection(Strand strand, std::unique_ptr<transport::FrameTransport>
       outbox_(std::make_shared<Outbox>(strand_, context.config.outbox_max_bytes)),
       progress_(util::Wakeup::create(strand_)),
       write_deadline_(strand_),
+      quiet_deadline_(strand_),
       peer_(transport_->peer()),
       authenticated_(authenticated) {}
 
@@ -90,6 +91,8 @@ asio::awaitable<void> Connection::run() {
   context_.metrics.connection_opened(kind);
   spdlog::info("{}: connected", peer_);
   asio::co_spawn(strand_, writer(), asio::detached);
+  // stdio has one client that owns the process: no timeouts there.
+  if (kind != transport::TransportKind::stdio) arm_quiet_deadline(context_.config.handshake_timeout);
 
   const std::size_t max_inflight = context_.config.max_inflight_requests;
   bool peer_finished = false;
@@ -115,6 +118,9 @@ asio::awaitable<void> Connection::run() {
       continue;
     }
     context_.metrics.bytes_read(read.frame.size());
+    if (kind != transport::TransportKind::stdio && initialized_ && context_.config.idle_timeout.count() > 0) {
+      arm_quiet_deadline(context_.config.idle_timeout);
+    }
     rpc::Decoded decoded = rpc::decode_frame(read.frame);
     if (auto* request = std::get_if<rpc::Request>(&decoded)) {
       ++inflight_;
@@ -128,6 +134,7 @@ asio::awaitable<void> Connection::run() {
     }
   }
 
+  quiet_deadline_.cancel();
   // stdin EOF is a shutdown: running turns finish. A network peer that went
   // away cannot read their output, so its turns are cancelled.
   if (peer_finished && kind != transport::TransportKind::stdio) cancel_own_turns("connection closed");
@@ -154,13 +161,10 @@ asio::awaitable<void> Connection::writer() {
   while (co_await outbox_->take(batch)) {
     std::size_t bytes = 0;
     for (const std::string& frame : batch) bytes += frame.size();
-    // A client that stops reading is cut off rather than holding memory forever.
-    write_deadline_.expires_after(context_.config.write_timeout);
-    write_deadline_.async_wait([self](boost::system::error_code ec) {
-      if (ec) return;
-      spdlog::warn("{}: write timed out, closing", self->peer_);
-      self->transport_->force_close();
-    });
+    // A client that stops reading is cut off rather than holding memory
+    // forever; one that reads slowly but steadily is not.
+    writing_ = true;
+    arm_write_deadline(transport_->bytes_written());
     bool failed = false;
     try {
       co_await transport_->write_frames(batch);
@@ -168,6 +172,7 @@ asio::awaitable<void> Connection::writer() {
       spdlog::info("{}: write failed: {}", peer_, e.what());
       failed = true;
     }
+    writing_ = false;
     write_deadline_.cancel();
     if (failed) {
       outbox_->abort();
@@ -179,6 +184,42 @@ asio::awaitable<void> Connection::writer() {
   }
   writer_done_ = true;
   progress_->notify();
+}
+
+void Connection::arm_quiet_deadline(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return;
+  quiet_deadline_.expires_after(timeout);
+  quiet_deadline_.async_wait([self = shared_from_this(), timeout](boost::system::error_code ec) {
+    if (ec || self->stopping_) return;
+    if (!self->initialized_ || !self->authenticated_) {
+      spdlog::info("{}: no initialize within {} ms, closing", self->peer_, timeout.count());
+      self->transport_->force_close();
+      return;
+    }
+    const auto idle = self->context_.config.idle_timeout;
+    if (idle.count() <= 0) return;
+    if (self->inflight_ > 0) {
+      self->arm_quiet_deadline(idle);  // a running prompt is not idleness
+      return;
+    }
+    spdlog::info("{}: idle for {} ms, closing", self->peer_, idle.count());
+    self->transport_->force_close();
+  });
+}
+
+void Connection::arm_write_deadline(std::uint64_t bytes_at_start) {
+  write_deadline_.expires_after(context_.config.write_timeout);
+  write_deadline_.async_wait([self = shared_from_this(), bytes_at_start](boost::system::error_code ec) {
+    // A wake-up that was already queued when the write ended is stale.
+    if (ec || !self->writing_) return;
+    const std::uint64_t now = self->transport_->bytes_written();
+    if (now != bytes_at_start) {
+      self->arm_write_deadline(now);  // progress: a new period starts
+      return;
+    }
+    spdlog::warn("{}: accepted no bytes for {} ms, closing", self->peer_, self->context_.config.write_timeout.count());
+    self->transport_->force_close();
+  });
 }
 
 asio::awaitable<void> Connection::push(std::string frame) { co_await outbox_->push(std::move(frame)); }
@@ -270,6 +311,9 @@ json::value Connection::initialize(const json::value& params) {
   model_ = p.model.value_or(provider->default_model());
   max_tokens_ = p.max_tokens;
   initialized_ = true;
+  // The handshake is done: from now on only the idle timeout applies.
+  quiet_deadline_.cancel();
+  arm_quiet_deadline(context_.config.idle_timeout);
 
   json::array providers;
   for (const std::string& name : context_.providers.names()) providers.push_back(json::string(name));

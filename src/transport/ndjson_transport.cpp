@@ -1,5 +1,7 @@
 #include "harnessd/transport/ndjson_transport.hpp"
 
+#include "detail/kernel_queue.hpp"
+
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -43,8 +45,9 @@ class TcpStream final : public ByteStream {
     co_return ec ? 0 : n;
   }
 
-  asio::awaitable<void> write_all(std::string_view bytes) override {
-    co_await asio::async_write(socket_, asio::buffer(bytes.data(), bytes.size()), asio::use_awaitable);
+  asio::awaitable<std::size_t> write_some(std::span<const asio::const_buffer> buffers) override {
+    std::size_t n = co_await socket_.async_write_some(buffers, asio::use_awaitable);
+    co_return n;
   }
 
   void stop_reading() override {
@@ -59,6 +62,12 @@ class TcpStream final : public ByteStream {
   }
 
   std::string peer() const override { return peer_; }
+
+  std::uint64_t kernel_queued_bytes() const override {
+    return const_cast<asio::ip::tcp::socket&>(socket_).is_open()
+               ? detail::kernel_queued_bytes(const_cast<asio::ip::tcp::socket&>(socket_).native_handle())
+               : 0;
+  }
 
  private:
   asio::ip::tcp::socket socket_;
@@ -78,8 +87,9 @@ class StdioStream final : public ByteStream {
     co_return ec || stopped_ ? 0 : n;
   }
 
-  asio::awaitable<void> write_all(std::string_view bytes) override {
-    co_await asio::async_write(out_, asio::buffer(bytes.data(), bytes.size()), asio::use_awaitable);
+  asio::awaitable<std::size_t> write_some(std::span<const asio::const_buffer> buffers) override {
+    std::size_t n = co_await out_.async_write_some(buffers, asio::use_awaitable);
+    co_return n;
   }
 
   void stop_reading() override {
@@ -95,6 +105,11 @@ class StdioStream final : public ByteStream {
   }
 
   std::string peer() const override { return "stdio"; }
+
+  std::uint64_t kernel_queued_bytes() const override {
+    return out_.is_open() ? detail::kernel_queued_bytes(const_cast<asio::posix::stream_descriptor&>(out_).native_handle())
+                          : 0;
+  }
 
  private:
   asio::posix::stream_descriptor in_;
@@ -136,16 +151,58 @@ asio::awaitable<ReadResult> NdjsonTransport::read_frame() {
   }
 }
 
+namespace {
+// Frames below this size are copied into one buffer (a copy of a small frame
+// costs less than an iovec entry); larger ones are written from where they
+// are, so big payloads are never copied.
+constexpr std::size_t copy_below_bytes = 2048;
+// Asio hands at most this many buffers to one writev.
+constexpr std::size_t max_pieces_per_write = 64;
+const char newline = '\n';
+}  // namespace
+
 asio::awaitable<void> NdjsonTransport::write_frames(std::span<const std::string> frames) {
-  // One contiguous buffer: copying small frames costs far less than the
-  // syscalls a per-frame write would.
+  // Reserved up front: the pieces point into write_buffer_, which must not move.
+  std::size_t copied = 0;
+  for (const std::string& frame : frames) copied += frame.size() < copy_below_bytes ? frame.size() + 1 : 1;
   write_buffer_.clear();
+  write_buffer_.reserve(copied);
+  pieces_.clear();
+  std::size_t run_start = 0;  // the part of write_buffer_ not yet in pieces_
+  auto end_run = [&] {
+    if (write_buffer_.size() > run_start) {
+      pieces_.emplace_back(write_buffer_.data() + run_start, write_buffer_.size() - run_start);
+    }
+    run_start = write_buffer_.size();
+  };
   for (const std::string& frame : frames) {
-    write_buffer_ += frame;
-    write_buffer_ += '\n';
+    if (frame.size() < copy_below_bytes) {
+      write_buffer_ += frame;
+      write_buffer_ += newline;
+    } else {
+      end_run();
+      pieces_.emplace_back(frame.data(), frame.size());
+      pieces_.emplace_back(&newline, 1);
+    }
   }
-  co_await stream_->write_all(write_buffer_);
-  if (write_buffer_.capacity() > (1u << 20)) std::string().swap(write_buffer_);
+  end_run();
+
+  std::size_t first = 0;
+  while (first < pieces_.size()) {
+    const std::size_t count = std::min(pieces_.size() - first, max_pieces_per_write);
+    std::size_t n = co_await stream_->write_some(std::span(pieces_.data() + first, count));
+    bytes_written_ += n;
+    while (first < pieces_.size() && n >= pieces_[first].size()) n -= pieces_[first++].size();
+    if (n > 0) pieces_[first] += n;
+  }
+  // Reused from batch to batch, but a rare huge batch does not pin memory.
+  if (write_buffer_.capacity() > (256u << 10)) std::string().swap(write_buffer_);
+  if (pieces_.capacity() > 1024) std::vector<asio::const_buffer>().swap(pieces_);
+}
+
+std::uint64_t NdjsonTransport::bytes_written() const {
+  const std::uint64_t queued = stream_->kernel_queued_bytes();
+  return bytes_written_ > queued ? bytes_written_ - queued : 0;
 }
 
 void NdjsonTransport::stop_reading() {

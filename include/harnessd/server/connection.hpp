@@ -57,6 +57,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::awaitable<boost::json::value> cancel(const boost::json::value& params);
   boost::asio::awaitable<boost::json::value> shutdown();
   boost::asio::awaitable<void> push(std::string frame);
+  /// Closes the connection when the peer accepts no bytes for the write timeout.
+  void arm_write_deadline(std::uint64_t bytes_at_start);
+  /// Closes the connection if it is still not initialized (handshake
+  /// timeout), or sends nothing and runs nothing (idle timeout), by then.
+  void arm_quiet_deadline(std::chrono::milliseconds timeout);
   void cancel_own_turns(const std::string& why);
   void request_finished();
 
@@ -66,6 +71,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<Outbox> outbox_;
   std::shared_ptr<util::Wakeup> progress_;  ///< a request finished or the writer ended
   boost::asio::steady_timer write_deadline_;
+  boost::asio::steady_timer quiet_deadline_;
   std::string peer_;
 
   // Strand-only state.
@@ -75,6 +81,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool shutting_down_ = false;
   bool stopping_ = false;
   bool writer_done_ = false;
+  bool writing_ = false;  ///< a batch write is in progress (the deadline runs)
   std::size_t inflight_ = 0;
   std::size_t shutdowns_inflight_ = 0;
   llm::Provider* provider_ = nullptr;

@@ -23,6 +23,12 @@ struct ServerConfig {
   std::size_t outbox_max_bytes = 4 * 1024 * 1024;
   std::size_t max_inflight_requests = 1024;
   std::chrono::milliseconds write_timeout{30'000};
+  /// A network connection that has not initialized (and authenticated) by
+  /// then is closed.
+  std::chrono::milliseconds handshake_timeout{10'000};
+  /// A network connection with no request and no running prompt for this
+  /// long is closed; 0 keeps idle connections open.
+  std::chrono::milliseconds idle_timeout{0};
   std::string default_provider = "scripted";
   std::optional<std::string> default_cwd;  ///< DSH_CWD, for sessions of clients that send none
   std::optional<std::string> auth_token;   ///< required from network clients when set

@@ -4,6 +4,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +43,10 @@ class FrameTransport {
 
   /// Closes at once, from any handler on the connection's strand (timeouts).
   virtual void force_close() = 0;
+
+  /// Bytes accepted by the peer so far: the write deadline measures
+  /// progress with it, so a slow but steady reader is never cut off.
+  virtual std::uint64_t bytes_written() const = 0;
 
   virtual TransportKind kind() const = 0;
   virtual std::string peer() const = 0;

@@ -8,7 +8,11 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
+#include <boost/asio/buffer.hpp>
+
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace harnessd::transport {
 
@@ -18,10 +22,13 @@ class ByteStream {
   virtual ~ByteStream() = default;
   /// Returns 0 at end of input (EOF, error or cancelled).
   virtual boost::asio::awaitable<std::size_t> read_some(std::span<char> buffer) = 0;
-  /// Throws system_error on failure.
-  virtual boost::asio::awaitable<void> write_all(std::string_view bytes) = 0;
+  /// Writes some of `buffers` (one gather write); returns the bytes
+  /// written. Throws system_error on failure.
+  virtual boost::asio::awaitable<std::size_t> write_some(std::span<const boost::asio::const_buffer> buffers) = 0;
   virtual void stop_reading() = 0;
   virtual void close() = 0;
+  /// Bytes written but still in the kernel's buffers, not taken by the peer.
+  virtual std::uint64_t kernel_queued_bytes() const = 0;
   virtual std::string peer() const = 0;
 };
 
@@ -44,12 +51,15 @@ class NdjsonTransport final : public FrameTransport {
   void force_close() override;
   TransportKind kind() const override { return kind_; }
   std::string peer() const override { return stream_->peer(); }
+  std::uint64_t bytes_written() const override;
 
  private:
   std::unique_ptr<ByteStream> stream_;
   TransportKind kind_;
   rpc::LineFramer framer_;
-  std::string write_buffer_;
+  std::string write_buffer_;                      ///< small frames, copied together
+  std::vector<boost::asio::const_buffer> pieces_;  ///< what one batch writes, in order
+  std::uint64_t bytes_written_ = 0;
   bool read_stopped_ = false;
 };
 

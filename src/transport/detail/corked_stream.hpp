@@ -4,6 +4,8 @@
 // straight through. Beast serialises its own writes, so frames never mix.
 #pragma once
 
+#include "kernel_queue.hpp"
+
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
@@ -15,6 +17,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace harnessd::transport::detail {
@@ -68,7 +71,15 @@ class CorkedStream {
     while (!pending_.empty()) {
       flushing_.swap(pending_);
       pending_.clear();
-      co_await boost::asio::async_write(next_, boost::asio::buffer(flushing_), boost::asio::use_awaitable);
+      // Written piece by piece so that every byte the peer accepts counts
+      // as progress for the write deadline.
+      std::size_t done = 0;
+      while (done < flushing_.size()) {
+        done += co_await next_.async_write_some(boost::asio::buffer(flushing_.data() + done, flushing_.size() - done),
+                                                boost::asio::use_awaitable);
+        bytes_written_ = bytes_before_ + done;
+      }
+      bytes_before_ += done;
       flushing_.clear();
       ++writes_;
     }
@@ -76,6 +87,12 @@ class CorkedStream {
   }
 
   std::size_t writes() const noexcept { return writes_; }
+  /// Bytes the peer has taken: written, minus what the kernel still holds.
+  std::uint64_t bytes_written() const {
+    auto& socket = const_cast<boost::beast::tcp_stream&>(next_).socket();
+    const std::uint64_t queued = socket.is_open() ? kernel_queued_bytes(socket.native_handle()) : 0;
+    return bytes_written_ > queued ? bytes_written_ - queued : 0;
+  }
 
  private:
   boost::beast::tcp_stream next_;
@@ -83,6 +100,8 @@ class CorkedStream {
   std::string flushing_;
   bool batching_ = false;
   std::size_t writes_ = 0;
+  std::uint64_t bytes_before_ = 0;  ///< of batches written completely
+  std::uint64_t bytes_written_ = 0;
 };
 
 // Found by argument-dependent lookup when the WebSocket closes.

@@ -42,6 +42,7 @@ class WebSocketTransport final : public FrameTransport {
   void force_close() override;
   TransportKind kind() const override { return TransportKind::ws; }
   std::string peer() const override { return peer_; }
+  std::uint64_t bytes_written() const override { return ws_.next_layer().bytes_written(); }
 
  private:
   /// Reads messages ahead of read_frame(), so stop_reading() can end reading
