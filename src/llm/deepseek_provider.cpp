@@ -6,6 +6,7 @@
 
 #include "harnessd/llm/openai_format.hpp"
 #include "harnessd/llm/sse_parser.hpp"
+#include "harnessd/util/json_limits.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -26,6 +27,7 @@
 #include <boost/json/serialize.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <mutex>
@@ -100,7 +102,7 @@ struct Attempt {
 
 std::string error_message_from_body(std::string_view body) {
   json::error_code ec;
-  json::value parsed = json::parse(body, ec);
+  json::value parsed = json::parse(body, ec, {}, util::input_parse_options());
   if (!ec && parsed.is_object()) {
     if (const json::value* error = parsed.get_object().if_contains("error")) {
       if (error->is_object()) {
@@ -118,6 +120,10 @@ std::string error_message_from_body(std::string_view body) {
 
 ModelResult error_result(std::string message, std::string code) {
   return ModelResult{FinishReason::error, std::move(message), std::move(code)};
+}
+
+ModelResult too_large_result(std::string message) {
+  return error_result(std::move(message), "STREAM_TOO_LARGE");
 }
 
 std::string upper(std::string_view s) {
@@ -226,6 +232,9 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
   CancelScope::Hook hook(cancel, [&lowest] { lowest.close(); });
   Attempt attempt;
   error_code ec;
+  // Beast grows this buffer until it holds a whole header or chunk-size
+  // line; the bound turns an endless one into buffer_overflow.
+  connection.buffer.max_size(config.max_http_buffer_bytes);
 
   http::request<http::string_body> request{http::verb::post, url.path + "/chat/completions", 11};
   request.set(http::field::host, url.host);
@@ -250,6 +259,10 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
   parser.body_limit(boost::none);
   co_await http::async_read_header(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
   if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+    // Beast's header limit (8 KiB): deterministic, so not worth a retry.
+    co_return Attempt{too_large_result("the model endpoint sent oversized response headers")};
+  }
   if (ec) {
     const bool timed_out = ec == beast::error::timeout;
     attempt.result = error_result(timed_out ? "no answer from the model within the first-byte timeout"
@@ -262,14 +275,17 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
   std::array<char, 16 * 1024> chunk_buffer;
   const unsigned status = parser.get().result_int();
   if (status != 200) {
+    // Read only as far as an error message can be useful; the rest is
+    // dropped with the connection (never reused: reusable stays false).
     std::string error_body;
-    while (!parser.is_done() && error_body.size() < 64 * 1024) {
+    while (!parser.is_done() && error_body.size() < config.max_error_body_bytes) {
       parser.get().body().data = chunk_buffer.data();
-      parser.get().body().size = chunk_buffer.size();
+      parser.get().body().size = std::min(chunk_buffer.size(), config.max_error_body_bytes - error_body.size());
+      const std::size_t offered = parser.get().body().size;
       co_await http::async_read_some(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) break;
-      error_body.append(chunk_buffer.data(), chunk_buffer.size() - parser.get().body().size);
+      error_body.append(chunk_buffer.data(), offered - parser.get().body().size);
     }
     const std::string detail = error_message_from_body(error_body);
     const std::string message = "the model endpoint answered HTTP " + std::to_string(status) +
@@ -293,7 +309,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     co_return attempt;
   }
 
-  SseParser sse;
+  SseParser sse(SseParser::Limits{config.max_sse_line_bytes, config.max_sse_event_bytes});
   openai::StreamDecoder decoder;
   std::vector<SseParser::Event> events;
   std::vector<json::object> chunks;
@@ -319,8 +335,14 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     for (json::object& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
     chunks.clear();
     if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
+    // Not retried: an endpoint that sent this once will likely send it again.
+    if (sse.error() != SseParser::Error::none) co_return Attempt{too_large_result(sse.error_message())};
   }
   lowest.expires_never();
+  if (ec == http::error::buffer_overflow) {
+    co_return Attempt{too_large_result("the model stream sent an HTTP framing line longer than " +
+                                       std::to_string(config.max_http_buffer_bytes) + " bytes")};
+  }
   if (!decoder.done()) {
     const bool timed_out = ec == beast::error::timeout;
     attempt.result = error_result(timed_out ? "the model stream went silent past the idle timeout"

@@ -1,12 +1,18 @@
+// Request bodies and streamed chunks of the OpenAI-compatible format. Provider
+// data is untrusted: parsed with the input nesting limit, non-finite numbers
+// replaced, usage reduced to the finite numbers the protocol documents.
 #include "harnessd/llm/openai_format.hpp"
 
 #include "harnessd/llm/chunks.hpp"
 #include "harnessd/util/json_fields.hpp"
+#include "harnessd/util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
 
+#include <cmath>
 #include <set>
 #include <stdexcept>
+#include <string>
 
 namespace harnessd::llm::openai {
 namespace json = boost::json;
@@ -19,7 +25,40 @@ json::object tool_call_json(const ToolCall& call) {
                       {"function", json::object{{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
+/// A usage count as the protocol carries it: an integer or a finite number.
+bool is_usage_number(const json::value& v) {
+  return v.is_int64() || v.is_uint64() || (v.is_double() && std::isfinite(v.get_double()));
+}
+
 }  // namespace
+
+std::size_t replace_non_finite(json::value& value) {
+  // An explicit stack: the function must not depend on the depth the value
+  // was parsed with.
+  std::size_t replaced = 0;
+  std::vector<json::value*> pending{&value};
+  while (!pending.empty()) {
+    json::value* v = pending.back();
+    pending.pop_back();
+    switch (v->kind()) {
+      case json::kind::double_:
+        if (!std::isfinite(v->get_double())) {
+          *v = nullptr;
+          ++replaced;
+        }
+        break;
+      case json::kind::array:
+        for (json::value& item : v->get_array()) pending.push_back(&item);
+        break;
+      case json::kind::object:
+        for (auto& member : v->get_object()) pending.push_back(&member.value());
+        break;
+      default:
+        break;
+    }
+  }
+  return replaced;
+}
 
 json::object build_request_body(const ModelRequest& request, std::string_view system_prompt) {
   const std::vector<ChatMessage>& history = *request.messages;
@@ -98,21 +137,33 @@ bool StreamDecoder::on_data(std::string_view data, std::vector<json::object>& ch
     return false;
   }
   json::error_code ec;
-  json::value parsed = json::parse(data, ec);
+  json::value parsed = json::parse(data, ec, {}, util::input_parse_options());
+  if (ec == json::error::too_deep) {
+    throw std::runtime_error("the model stream sent a chunk nested deeper than " +
+                             std::to_string(util::input_max_depth) + " levels");
+  }
   if (ec || !parsed.is_object()) throw std::runtime_error("the model stream sent a malformed chunk");
+  // The whole chunk, not only usage: whatever field is forwarded later
+  // cannot carry Infinity/NaN.
+  replace_non_finite(parsed);
   received_any_ = true;
   const json::object& chunk = parsed.get_object();
   if (const json::value* usage = chunk.if_contains("usage"); usage != nullptr && usage->is_object()) {
     const json::object& u = usage->get_object();
     json::object mapped;
-    if (auto* v = u.if_contains("prompt_tokens")) mapped["inputTokens"] = *v;
-    if (auto* v = u.if_contains("completion_tokens")) mapped["outputTokens"] = *v;
-    if (auto* v = u.if_contains("total_tokens")) mapped["totalTokens"] = *v;
+    // Only numbers are copied: anything else (null, strings, nested arrays)
+    // is a provider bug and would only bloat every logged usage chunk.
+    const auto copy = [&mapped](const json::object& from, std::string_view key, std::string_view to) {
+      if (const json::value* v = from.if_contains(key); v != nullptr && is_usage_number(*v)) mapped[to] = *v;
+    };
+    copy(u, "prompt_tokens", "inputTokens");
+    copy(u, "completion_tokens", "outputTokens");
+    copy(u, "total_tokens", "totalTokens");
     if (auto* details = u.if_contains("completion_tokens_details"); details && details->is_object()) {
-      if (auto* v = details->get_object().if_contains("reasoning_tokens")) mapped["reasoningTokens"] = *v;
+      copy(details->get_object(), "reasoning_tokens", "reasoningTokens");
     }
-    if (auto* v = u.if_contains("prompt_cache_hit_tokens")) mapped["cacheHitTokens"] = *v;
-    usage_ = std::move(mapped);
+    copy(u, "prompt_cache_hit_tokens", "cacheHitTokens");
+    if (!mapped.empty()) usage_ = std::move(mapped);
   }
   const json::value* choices = chunk.if_contains("choices");
   if (choices == nullptr || !choices->is_array() || choices->get_array().empty()) return true;

@@ -1,21 +1,59 @@
+// SSE line splitting with bounded buffers. Whole runs between terminators are
+// appended at once (not byte by byte) so a large chunk costs one copy.
 #include "harnessd/llm/sse_parser.hpp"
 
 namespace harnessd::llm {
 
 void SseParser::feed(std::string_view bytes, std::vector<Event>& out) {
-  for (char c : bytes) {
+  while (!bytes.empty() && error_ == Error::none) {
     if (after_cr_) {
       after_cr_ = false;
-      if (c == '\n') continue;
+      if (bytes.front() == '\n') {
+        bytes.remove_prefix(1);
+        continue;
+      }
     }
-    if (c == '\r' || c == '\n') {
-      after_cr_ = c == '\r';
+    const std::size_t end = bytes.find_first_of("\r\n");
+    const std::string_view piece = bytes.substr(0, end);
+    // Checked before appending: the limit holds even for one huge read.
+    if (line_.size() + piece.size() > limits_.max_line_bytes) {
+      fail(Error::line_too_long);
+      return;
+    }
+    if (end == std::string_view::npos) {
+      line_.append(piece);
+      return;
+    }
+    after_cr_ = bytes[end] == '\r';
+    if (line_.empty()) {
+      on_line(piece, out);
+    } else {
+      line_.append(piece);
       on_line(line_, out);
       line_.clear();
-    } else {
-      line_ += c;
     }
+    bytes.remove_prefix(end + 1);
   }
+}
+
+std::string SseParser::error_message() const {
+  switch (error_) {
+    case Error::none: return {};
+    case Error::line_too_long:
+      return "the model stream sent a line longer than " + std::to_string(limits_.max_line_bytes) + " bytes";
+    case Error::event_too_large:
+      return "the model stream sent an event larger than " + std::to_string(limits_.max_event_bytes) + " bytes";
+  }
+  return {};
+}
+
+void SseParser::fail(Error error) {
+  error_ = error;
+  // Swapped out, not cleared: clear() would keep the capacity.
+  std::string().swap(line_);
+  std::string().swap(data_);
+  std::string().swap(event_);
+  has_data_ = false;
 }
 
 void SseParser::on_line(std::string_view line, std::vector<Event>& out) {
@@ -32,10 +70,19 @@ void SseParser::on_line(std::string_view line, std::vector<Event>& out) {
   std::string_view value = colon == std::string_view::npos ? std::string_view() : line.substr(colon + 1);
   if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   if (field == "data") {
+    const std::size_t separator = has_data_ ? 1 : 0;
+    if (event_.size() + data_.size() + separator + value.size() > limits_.max_event_bytes) {
+      fail(Error::event_too_large);
+      return;
+    }
     if (has_data_) data_ += '\n';
     data_ += value;
     has_data_ = true;
   } else if (field == "event") {
+    if (value.size() + data_.size() > limits_.max_event_bytes) {
+      fail(Error::event_too_large);
+      return;
+    }
     event_ = std::string(value);
   }
 }

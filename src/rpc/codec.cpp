@@ -1,6 +1,8 @@
 // Decoding follows the bad-input table of docs/protocol.md §3 row by row.
 #include "harnessd/rpc/codec.hpp"
 
+#include "harnessd/util/json_limits.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -21,7 +23,9 @@ ErrorReply invalid(json::value id, std::string message) {
 
 Decoded decode_frame(std::string_view frame) {
   json::error_code ec;
-  json::value doc = json::parse(frame, ec);
+  // The input nesting limit keeps every accepted frame loadable from the
+  // session log later (util/json_limits.hpp).
+  json::value doc = json::parse(frame, ec, {}, util::input_parse_options());
   if (ec) {
     return ErrorReply{nullptr, ErrorCode::parse_error, "Parse error: " + ec.message(), nullptr};
   }

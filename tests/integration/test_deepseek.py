@@ -684,3 +684,153 @@ def test_authorization_and_key_secrecy(spawn, mock, tmp_path):
         if p.is_file():
             data = p.read_bytes()
             assert KEY.encode() not in data and wrong.encode() not in data, f"API key in {p}"
+
+
+# ---------------------------------------------------------------------------
+# hostile endpoint: input limits
+
+
+def strict_json(raw: bytes):
+    """json.loads that refuses Infinity/NaN, which Python accepts but JSON does not."""
+    def refuse(name):
+        raise ValueError(f"non-JSON constant {name}")
+    return json.loads(raw.decode("utf-8"), parse_constant=refuse)
+
+
+def assert_strict_frames(c) -> None:
+    for f in c.frames:
+        strict_json(f.raw)
+
+
+def assert_strict_log(path: Path) -> None:
+    for n, line in enumerate(path.read_bytes().split(b"\n")[:-1]):
+        try:
+            strict_json(line)
+        except ValueError as exc:
+            raise AssertionError(f"{path}: line {n} is not strict JSON ({exc}): {line[:300]!r}")
+
+
+def peak_rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM in /proc status")
+
+
+def restart_and_prompt(spawn, m: Mock, d, root: Path, session: str, turn: int) -> None:
+    """The session log written so far loads in a fresh daemon, which can continue it."""
+    assert d.terminate(5) == 0
+    m.set_script([{"text": "after restart"}])
+    d2 = ds_daemon(spawn, m, session_root=root, args=["--store", "jsonl"])
+    c2 = ds_conn(d2)
+    resp, events = c2.run_prompt(session, "are you there?")
+    assert result_of(resp) == OK, f"the restarted daemon could not continue {session}: {resp}{d2.diag()}"
+    check_turn(events, turn=turn)
+    assert final_text(events) == "after restart"
+    assert_strict_frames(c2)
+
+
+def test_endless_sse_line_is_stream_too_large(spawn, mock):
+    """A `data:` line of 48 MiB that never ends: the call stops at the 1 MiB line limit
+    instead of buffering it, and the connection stays usable."""
+    m = mock([{"match": "endless", "times": 1, "text": "never", "endless_line": 48 << 20, "hang_ms": 20000},
+              {"text": "still here"}])
+    d = ds_daemon(spawn, m, args=["--model-idle-timeout-ms", "5000", "--model-attempts", "3"])
+    c = ds_conn(d)
+    resp, _ = c.run_prompt("warm", "warm up")
+    assert result_of(resp) == OK
+    before = peak_rss_kib(d.proc.pid)
+    t0 = time.monotonic()
+    resp, events = c.run_prompt("big", "endless line please", timeout=15)
+    elapsed = time.monotonic() - t0
+    reason = assert_error_turn(resp, events, "STREAM_TOO_LARGE")
+    assert "1048576" in reason["message"], reason
+    assert elapsed < 4, f"the oversized line was noticed only after {elapsed:.2f}s"
+    assert len(m.requests()) == 2, "a STREAM_TOO_LARGE call must not be retried"
+    grown = peak_rss_kib(d.proc.pid) - before
+    assert grown < 24 * 1024, f"peak RSS grew by {grown} KiB while the endpoint sent a 48 MiB line"
+
+    resp, events = c.run_prompt("big", "again")
+    assert result_of(resp) == OK, resp
+    assert final_text(events) == "still here"
+    assert_strict_frames(c)
+
+
+def test_event_of_many_lines_is_stream_too_large(spawn, mock):
+    """5000 `data:` lines of 1 KiB without the blank line that ends an event: over the
+    4 MiB event limit although every line is short."""
+    line = "data: " + "y" * 1024 + "\n"
+    m = mock([{"match": "many", "times": 1, "raw": [line * 100] * 50}, {"text": "fine"}])
+    d = ds_daemon(spawn, m, args=["--model-attempts", "3"])
+    c = ds_conn(d)
+    resp, events = c.run_prompt("ev", "many lines", timeout=15)
+    reason = assert_error_turn(resp, events, "STREAM_TOO_LARGE")
+    assert "4194304" in reason["message"], reason
+    assert len(m.requests()) == 1
+    resp, events = c.run_prompt("ev", "now fine")
+    assert result_of(resp) == OK, resp
+    assert final_text(events) == "fine"
+
+
+def test_huge_error_body_is_read_only_in_part(spawn, mock):
+    """A 400 answer with a 16 MiB body: the turn fails at once with a short message."""
+    m = mock([{"match": "big error", "times": 1, "status": 400, "body": "E" * (16 << 20)}, {"text": "fine"}])
+    d = ds_daemon(spawn, m)
+    c = ds_conn(d)
+    resp, _ = c.run_prompt("warm", "warm up")
+    assert result_of(resp) == OK
+    before = peak_rss_kib(d.proc.pid)
+    resp, events = c.run_prompt("E", "big error please", timeout=15)
+    reason = assert_error_turn(resp, events, "HTTP_400")
+    assert len(reason["message"]) < 1024, len(reason["message"])
+    grown = peak_rss_kib(d.proc.pid) - before
+    assert grown < 8 * 1024, f"peak RSS grew by {grown} KiB for a 16 MiB error body"
+    assert_strict_frames(c)
+
+
+HUGE_USAGE = '{"prompt_tokens":1e400,"completion_tokens":3,"total_tokens":-1e400,' \
+             '"completion_tokens_details":{"reasoning_tokens":1E+999}}'
+
+
+@pytest.mark.parametrize("in_final", [False, True], ids=["usage-chunk", "usage-in-final"])
+def test_huge_usage_number_never_written_as_infinity(spawn, mock, tmp_path, in_final):
+    root = tmp_path / "sessions"
+    m = mock([{"text": "counted", "usage_json": HUGE_USAGE, "usage_in_final": in_final}])
+    d = ds_daemon(spawn, m, session_root=root, args=["--store", "jsonl"])
+    c = ds_conn(d)
+    resp, events = c.run_prompt("U", "count tokens")
+    assert result_of(resp) == OK, resp
+    check_turn(events, turn=0)
+    usage = [x for x in chunks(events) if x["type"] == "usage"]
+    assert usage == [{"type": "usage", "usage": {"outputTokens": 3}}], usage
+    md = of_type(events, "assistant/message")[0]["data"]
+    assert "inputTokens" not in (md.get("usage") or {}), md
+    assert_strict_frames(c)
+    assert_strict_log(d.log_path("U"))
+    _, logged = read_log(d.log_path("U"))
+    assert logged == events
+    restart_and_prompt(spawn, m, d, root, "U", turn=1)
+
+
+# Arrays around prompt_tokens. The chunk and its usage object are 2 levels, so 30 arrays
+# reach the input limit (32) and 31 exceed it.
+@pytest.mark.parametrize("depth,code", [(29, None), (30, None), (31, "BAD_STREAM"), (200, "BAD_STREAM")])
+def test_deeply_nested_usage(spawn, mock, tmp_path, depth, code):
+    root = tmp_path / "sessions"
+    m = mock([{"text": "nested", "usage_depth": depth}])
+    d = ds_daemon(spawn, m, session_root=root, args=["--store", "jsonl"])
+    c = ds_conn(d)
+    resp, events = c.run_prompt("N", "nested usage")
+    if code is None:
+        assert result_of(resp) == OK, resp
+        check_turn(events, turn=0)
+        usage = [x["usage"] for x in chunks(events) if x["type"] == "usage"]
+        assert usage and all("inputTokens" not in u for u in usage), usage
+        assert all(isinstance(u.get("outputTokens"), int) for u in usage), usage
+        assert final_text(events) == "nested"
+    else:
+        reason = assert_error_turn(resp, events, code)
+        assert "nested deeper than 32" in reason["message"], reason
+    assert max(len(f.raw) for f in c.frames) < 4096
+    assert_strict_log(d.log_path("N"))
+    restart_and_prompt(spawn, m, d, root, "N", turn=1)

@@ -32,9 +32,11 @@ KNOWN_KEYS = {
     "close_after", "hang_after", "hang_ms", "drop",
     "delay_ms", "header_delay_ms", "keepalive",
     "split_bytes", "split_delay_ms", "seed", "framing",
-    "usage", "usage_in_final", "usage_null",
-    "error_event", "done", "raw",
+    "usage", "usage_in_final", "usage_null", "usage_json", "usage_depth",
+    "error_event", "done", "raw", "endless_line",
 }
+
+ENDLESS_PIECE = 64 * 1024
 
 ERROR_TYPES = {
     400: ("invalid_request_error", None),
@@ -51,6 +53,31 @@ ERROR_TYPES = {
 
 class ScriptError(ValueError):
     pass
+
+
+class RawJSON(str):
+    """JSON text sent exactly as written, for values Python's json module
+    cannot produce (1e400 parses as infinity and would be re-sent as Infinity)."""
+
+
+def dumps(obj, ensure_ascii=False, separators=(",", ":")):
+    """json.dumps (compact, UTF-8 raw by default) that splices RawJSON values in verbatim."""
+    raws = []
+
+    def swap(v):
+        if isinstance(v, RawJSON):
+            raws.append(str(v))
+            return "\u0000raw%d\u0000" % (len(raws) - 1)
+        if isinstance(v, dict):
+            return {k: swap(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [swap(x) for x in v]
+        return v
+
+    text = json.dumps(swap(obj), ensure_ascii=ensure_ascii, separators=separators)
+    for i, raw in enumerate(raws):
+        text = text.replace(json.dumps("\u0000raw%d\u0000" % i), raw, 1)
+    return text
 
 
 def error_object(status, message=None):
@@ -302,6 +329,13 @@ def build_response(entry, req, seq):
         usage = {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
         if isinstance(e.get("usage"), dict):
             usage.update(e["usage"])
+        if e.get("usage_depth"):
+            nested = usage["prompt_tokens"]
+            for _ in range(int(e["usage_depth"])):
+                nested = [nested]
+            usage["prompt_tokens"] = nested
+        if isinstance(e.get("usage_json"), str):
+            usage = RawJSON(e["usage_json"])
         if e.get("usage_in_final"):
             final["usage"] = usage
         else:
@@ -410,7 +444,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def send_json(self, status, obj, extra=None):
-        self.send_bytes(status, json.dumps(obj).encode(), "application/json", extra)
+        self.send_bytes(status, dumps(obj, ensure_ascii=True, separators=None).encode(),
+                        "application/json", extra)
 
     # ---- routes -----------------------------------------------------------
 
@@ -569,6 +604,10 @@ class Handler(BaseHTTPRequestHandler):
             w.finish()
             return
 
+        if e.get("endless_line") is not None:
+            self.endless_line(w, events[0], int(e["endless_line"]), e.get("hang_ms", DEFAULT_HANG_MS))
+            return
+
         keepalive = bool(e.get("keepalive"))
         close_after = e.get("close_after")
         hang_after = e.get("hang_after")
@@ -589,8 +628,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.state.stop.is_set():
                 self.hard_close()
                 return
-            w.write(b"data: " + json.dumps(ev, ensure_ascii=False, separators=(",", ":"))
-                    .encode("utf-8") + b"\n\n")
+            w.write(b"data: " + dumps(ev).encode("utf-8") + b"\n\n")
         if close_after is not None or hang_after is not None:
             # Asked to cut the stream at or past its end: never send [DONE].
             if hang_after is not None:
@@ -601,6 +639,20 @@ class Handler(BaseHTTPRequestHandler):
             self.wait_ms(e.get("delay_ms"))
             w.write(b"data: [DONE]\n\n")
         w.finish()
+
+    def endless_line(self, w, first, nbytes, hang_ms):
+        """The role chunk, then a `data:` line of nbytes more that never ends:
+        no newline, the connection held open until the client leaves."""
+        w.write(b"data: " + dumps(first).encode("utf-8") + b"\n\n")
+        w.write(b'data: {"choices":[{"index":0,"delta":{"content":"')
+        piece = b"x" * ENDLESS_PIECE
+        left = nbytes
+        while left > 0 and not self.state.stop.is_set():
+            n = min(left, len(piece))
+            w.write(piece[:n])
+            left -= n
+        self.hang(hang_ms)
+        self.hard_close()
 
     def hang(self, ms):
         """Keep the connection open, sending nothing, until the client closes

@@ -1,7 +1,16 @@
+// The OpenAI-compatible format: request bodies, streamed chunks, and the
+// checks that keep hostile provider data out of clients and session logs.
 #include "harnessd/llm/openai_format.hpp"
 
+#include "harnessd/util/json_limits.hpp"
+
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
 
 using namespace harnessd::llm;
 namespace json = boost::json;
@@ -86,4 +95,88 @@ TEST_CASE("finish reasons map; unknown ones are errors; malformed chunks throw")
   std::vector<json::object> chunks;
   CHECK_THROWS(decoder.on_data("{not json", chunks));
   CHECK_THROWS(decoder.on_data("[1,2]", chunks));
+}
+
+TEST_CASE("non-finite doubles become null at any depth; finite numbers stay") {
+  json::value v = json::parse(R"({"a":1e400,"b":[-1e400,1.5,{"c":1e999}],"d":7,"e":"1e400"})");
+  CHECK(std::isinf(v.at("a").as_double()));
+  v.as_object()["nan"] = std::numeric_limits<double>::quiet_NaN();
+  CHECK(openai::replace_non_finite(v) == 4);
+  CHECK(json::serialize(v) == R"({"a":null,"b":[null,1.5E0,{"c":null}],"d":7,"e":"1e400","nan":null})");
+  CHECK(openai::replace_non_finite(v) == 0);
+
+  json::value scalar = std::numeric_limits<double>::infinity();
+  CHECK(openai::replace_non_finite(scalar) == 1);
+  CHECK(scalar.is_null());
+
+  // Deeper than any parser limit: the walk does not recurse.
+  json::value deep = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 1000; ++i) {
+    json::array wrapper;
+    wrapper.emplace_back(std::move(deep));
+    deep = std::move(wrapper);
+  }
+  CHECK(openai::replace_non_finite(deep) == 1);
+  CHECK(json::serialize(deep).find("Infinity") == std::string::npos);
+}
+
+namespace {
+std::vector<json::object> decode_usage(std::string_view usage_json) {
+  openai::StreamDecoder decoder;
+  std::vector<json::object> chunks;
+  decoder.on_data(R"({"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]})", chunks);
+  decoder.on_data(std::string(R"({"choices":[],"usage":)") + std::string(usage_json) + "}", chunks);
+  decoder.on_data("[DONE]", chunks);
+  decoder.finish(chunks);
+  return chunks;
+}
+
+const json::object* usage_of(const std::vector<json::object>& chunks) {
+  for (const auto& c : chunks) {
+    if (c.at("type") == "usage") return &c.at("usage").as_object();
+  }
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("a huge usage number is left out, never serialized as Infinity") {
+  const auto chunks = decode_usage(R"({"prompt_tokens":1e400,"completion_tokens":3,"total_tokens":-1e400})");
+  const json::object* usage = usage_of(chunks);
+  REQUIRE(usage != nullptr);
+  CHECK(*usage == json::object{{"outputTokens", 3}});
+  for (const auto& c : chunks) CHECK(json::serialize(c).find("Infinity") == std::string::npos);
+}
+
+TEST_CASE("usage fields that are not numbers are left out; no field left means no usage chunk") {
+  const auto chunks = decode_usage(R"({"prompt_tokens":[[[[1]]]],"completion_tokens":"5","total_tokens":null})");
+  CHECK(usage_of(chunks) == nullptr);
+  CHECK(chunks.back().at("type") == "finish");
+  CHECK(chunks.back().at("reason") == "stop");
+
+  const auto fractional = decode_usage(R"({"prompt_tokens":2.5,"completion_tokens_details":{"reasoning_tokens":4}})");
+  const json::object* usage = usage_of(fractional);
+  REQUIRE(usage != nullptr);
+  CHECK(usage->at("inputTokens") == 2.5);
+  CHECK(usage->at("reasoningTokens") == 4);
+}
+
+TEST_CASE("chunks nest at most input_max_depth levels") {
+  // The chunk object and its usage object are two levels; n arrays more.
+  const auto usage_nested = [](std::size_t arrays) {
+    return std::string(R"({"choices":[],"usage":{"prompt_tokens":)") + std::string(arrays, '[') + "1" +
+           std::string(arrays, ']') + "}}";
+  };
+  const std::size_t fits = harnessd::util::input_max_depth - 2;
+  openai::StreamDecoder decoder;
+  std::vector<json::object> chunks;
+  CHECK(decoder.on_data(usage_nested(fits), chunks));
+  try {
+    decoder.on_data(usage_nested(fits + 1), chunks);
+    FAIL("a chunk deeper than the input limit was accepted");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("deeper") != std::string::npos);
+  }
+  decoder.on_data("[DONE]", chunks);
+  decoder.finish(chunks);
+  CHECK(usage_of(chunks) == nullptr);
 }

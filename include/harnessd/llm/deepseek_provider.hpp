@@ -4,10 +4,12 @@
 #pragma once
 
 #include "harnessd/llm/provider.hpp"
+#include "harnessd/llm/sse_parser.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -24,6 +26,14 @@ struct DeepSeekConfig {
   int max_attempts = 3;                             ///< for 429/5xx before any byte streamed
   std::chrono::milliseconds retry_base_delay{500};  ///< doubled per attempt
   std::size_t max_idle_connections = 16;
+  /// Input bounds against a runaway endpoint; exceeding one ends the call
+  /// with error code STREAM_TOO_LARGE.
+  std::size_t max_sse_line_bytes = SseParser::default_max_line_bytes;    ///< 1 MiB
+  std::size_t max_sse_event_bytes = SseParser::default_max_event_bytes;  ///< 4 MiB
+  /// Bytes Beast may buffer below the SSE parser (headers, chunk-size lines).
+  std::size_t max_http_buffer_bytes = std::size_t{1} << 20;              ///< 1 MiB
+  /// A non-200 body is read only this far, for its error message.
+  std::size_t max_error_body_bytes = 64 * 1024;
 };
 
 /// Reads DEEPSEEK_API_KEY and DEEPSEEK_BASE_URL; nullopt-like empty key when unset.

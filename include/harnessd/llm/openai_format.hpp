@@ -6,13 +6,21 @@
 #include "harnessd/llm/chat.hpp"
 
 #include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace harnessd::llm::openai {
+
+/// Replaces every non-finite double (1e400 parses as +inf) inside `value`
+/// with null and returns how many it replaced. Boost.JSON would serialize
+/// them as Infinity/NaN, which no JSON reader accepts, so provider data is
+/// passed through this before it can reach a client or a session log.
+std::size_t replace_non_finite(boost::json::value& value);
 
 /// The JSON body of POST /chat/completions with `stream: true`.
 boost::json::object build_request_body(const ModelRequest& request, std::string_view system_prompt);
@@ -21,7 +29,9 @@ boost::json::object build_request_body(const ModelRequest& request, std::string_
 class StreamDecoder {
  public:
   /// One `data:` payload. Returns false once the stream has said [DONE].
-  /// Throws std::runtime_error on a payload that is not a chunk object.
+  /// Throws std::runtime_error on a payload that is not a chunk object,
+  /// including one nested deeper than util::input_max_depth. Usage fields
+  /// that are not finite numbers are left out.
   bool on_data(std::string_view data, std::vector<boost::json::object>& chunks);
 
   /// Closes open blocks and emits usage and finish; call once after [DONE].
