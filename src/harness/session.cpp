@@ -147,8 +147,10 @@ boost::asio::awaitable<void> Session::load(const std::optional<std::string>& cwd
     json::object data;
     data["turn"] = *open_turn_;
     data["reason"] = turn_end::interrupted();
-    const std::string event = make_event("turn/end", data);
-    write_events(std::span<const std::string>(&event, 1));
+    std::string event;
+    append_event(event, "turn/end", data);
+    const std::string_view events[] = {event};
+    write_events(events);
     open_turn_.reset();
     co_await log_->end_turn();
   }
@@ -189,21 +191,20 @@ std::int64_t Session::allocate_turn() {
   return next_turn_++;
 }
 
-std::string Session::make_event(std::string_view type, const json::object& data) {
+void Session::append_event(std::string& out, std::string_view type, const json::object& data) {
   apply_to_conversation(type, data);
   const std::string data_json = json::serialize(data);
-  return make_serialized_event(type, data_json);
+  append_serialized_event(out, type, data_json);
 }
 
-std::string Session::make_serialized_event(std::string_view type, std::string_view data_json) {
+void Session::append_serialized_event(std::string& event, std::string_view type, std::string_view data_json) {
   // Written by hand: one allocation instead of a JSON object per event.
   // `type` is one of the protocol's event names and needs no escaping; the
   // key order is part of the documented log format.
   char numbers[2][24];
   const auto seq_end = std::to_chars(std::begin(numbers[0]), std::end(numbers[0]), next_seq_++).ptr;
   const auto time_end = std::to_chars(std::begin(numbers[1]), std::end(numbers[1]), now_ms()).ptr;
-  std::string event;
-  event.reserve(48 + type.size() + data_json.size());
+  event.reserve(event.size() + 48 + type.size() + data_json.size());
   event += R"({"type":")";
   event += type;
   event += R"(","seq":)";
@@ -213,14 +214,9 @@ std::string Session::make_serialized_event(std::string_view type, std::string_vi
   event += R"(,"data":)";
   event += data_json;
   event += '}';
-  return event;
 }
 
-void Session::write_events(std::span<const std::string> events) {
-  views_.clear();
-  for (const std::string& event : events) views_.emplace_back(event);
-  log_->append(views_);
-}
+void Session::write_events(std::span<const std::string_view> events) { log_->append(events); }
 
 boost::asio::awaitable<void> Session::end_turn_in_log() { co_await log_->end_turn(); }
 

@@ -75,18 +75,26 @@ class TurnRun final : public llm::ChunkSink {
 
   asio::awaitable<void> on_chunk(json::object chunk) override {
     fold(chunk);
-    std::string event = session_.make_serialized_event(assistant_chunk, chunk_data_json(chunk));
-    co_await add(std::move(event));
+    const std::size_t start = begin_event();
+    session_.append_serialized_event(block_, assistant_chunk, chunk_data_json(chunk));
+    end_event(start);
+    if (full()) co_await flush();
   }
 
   asio::awaitable<void> flush() override {
-    if (batch_.empty()) co_return;
-    session_.write_events(batch_);  // the log first: nothing is seen before it is logged
-    const bool delivered = co_await sink_.on_events(session_.id(), batch_);
+    if (spans_.empty()) co_return;
+    // The log first: nothing is seen before it is logged. The log takes the
+    // events out of the very block the client is sent.
+    views_.clear();
+    for (const auto& [offset, size] : spans_) views_.emplace_back(block_.data() + offset, size);
+    session_.write_events(views_);
+    since_yield_ += spans_.size();
+    spans_.clear();
+    const std::size_t size = block_.size();
+    const bool delivered = co_await sink_.on_events(std::move(block_));
+    block_ = std::string();
+    block_.reserve(size);  // the next batch is likely as large
     if (!delivered) cancel_.cancel("connection closed");
-    since_yield_ += batch_.size();
-    batch_.clear();
-    batch_bytes_ = 0;
     if (since_yield_ >= events_between_yields) {
       since_yield_ = 0;
       auto strand = co_await asio::this_coro::executor;
@@ -102,15 +110,24 @@ class TurnRun final : public llm::ChunkSink {
   };
 
   asio::awaitable<void> emit(std::string_view type, json::object data) {
-    std::string event = session_.make_event(type, data);
-    co_await add(std::move(event));
+    const std::size_t start = begin_event();
+    session_.append_event(block_, type, data);
+    end_event(start);
+    if (full()) co_await flush();
   }
 
-  asio::awaitable<void> add(std::string event) {
-    batch_bytes_ += event.size();
-    batch_.push_back(std::move(event));
-    if (batch_.size() >= batch_max_events || batch_bytes_ >= batch_max_bytes) co_await flush();
+  /// Each event goes into the block wrapped as the sink wants it; the span
+  /// of the bare event is what the log gets.
+  std::size_t begin_event() {
+    block_ += envelope_.before;
+    return block_.size();
   }
+  void end_event(std::size_t start) {
+    spans_.emplace_back(start, block_.size() - start);
+    block_ += envelope_.after;
+    block_ += '\n';
+  }
+  bool full() const { return spans_.size() >= batch_max_events || block_.size() >= batch_max_bytes; }
 
   json::object aborted() const {
     return turn_end::aborted(cancel_.reason().empty() ? "cancelled" : cancel_.reason());
@@ -274,8 +291,10 @@ class TurnRun final : public llm::ChunkSink {
   std::map<int, Block> blocks_;
   std::optional<json::object> usage_;
   std::optional<std::string> final_text_;
-  std::vector<std::string> batch_;
-  std::size_t batch_bytes_ = 0;
+  const EventSink::Envelope envelope_ = sink_.envelope(session_.id());
+  std::string block_;                                      ///< the batch as the sink takes it
+  std::vector<std::pair<std::size_t, std::size_t>> spans_;  ///< each event's place in block_
+  std::vector<std::string_view> views_;                     ///< spans_ as the log takes them
   std::size_t since_yield_ = 0;
 };
 

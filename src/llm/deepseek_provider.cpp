@@ -334,6 +334,8 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     events.clear();
     for (json::object& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
     chunks.clear();
+    // The next read may wait on the model: what arrived goes out first.
+    co_await sink.flush();
     if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
     // Not retried: an endpoint that sent this once will likely send it again.
     if (sse.error() != SseParser::Error::none) co_return Attempt{too_large_result(sse.error_message())};

@@ -96,15 +96,22 @@ std::string encode_notification(std::string_view method, const json::value& para
   return out;
 }
 
+EventEnvelope session_event_envelope(std::string_view session_id) {
+  EventEnvelope envelope;
+  envelope.before = R"({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":)";
+  envelope.before += json::serialize(json::string_view(session_id.data(), session_id.size()));
+  envelope.before += R"(,"event":)";
+  envelope.after = "}}";
+  return envelope;
+}
+
 std::string encode_session_event(std::string_view session_id, std::string_view event_json) {
-  std::string id_json = json::serialize(json::string_view(session_id.data(), session_id.size()));
+  const EventEnvelope envelope = session_event_envelope(session_id);
   std::string out;
-  out.reserve(64 + id_json.size() + event_json.size());
-  out += R"({"jsonrpc":"2.0","method":"session.event","params":{"sessionId":)";
-  out += id_json;
-  out += R"(,"event":)";
+  out.reserve(envelope.before.size() + event_json.size() + envelope.after.size());
+  out += envelope.before;
   out += event_json;
-  out += "}}";
+  out += envelope.after;
   return out;
 }
 

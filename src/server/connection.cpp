@@ -15,6 +15,7 @@
 #include <boost/json/serialize.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace harnessd::server {
@@ -41,12 +42,14 @@ class OutboxSink final : public harness::EventSink {
   OutboxSink(std::shared_ptr<Outbox> outbox, Metrics& metrics)
       : outbox_(std::move(outbox)), metrics_(metrics) {}
 
-  asio::awaitable<bool> on_events(std::string_view session_id,
-                                  std::span<const std::string> events) override {
-    frames_.reserve(events.size());
-    for (const std::string& event : events) frames_.push_back(rpc::encode_session_event(session_id, event));
-    const std::size_t count = frames_.size();
-    const bool queued = co_await outbox_->push_all(frames_);
+  Envelope envelope(std::string_view session_id) override {
+    rpc::EventEnvelope envelope = rpc::session_event_envelope(session_id);
+    return Envelope{std::move(envelope.before), std::move(envelope.after)};
+  }
+
+  asio::awaitable<bool> on_events(std::string block) override {
+    const auto count = static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n'));
+    const bool queued = co_await outbox_->push(std::move(block));
     if (queued) metrics_.notifications_queued(count);
     co_return queued;
   }
@@ -63,13 +66,13 @@ class OutboxSink final : public harness::EventSink {
 
  private:
   asio::awaitable<void> push(std::string frame) {
+    frame += '\n';
     const bool queued = co_await outbox_->push(std::move(frame));
     if (queued) metrics_.notifications_queued(1);
   }
 
   std::shared_ptr<Outbox> outbox_;
   Metrics& metrics_;
-  std::vector<std::string> frames_;  ///< reused from batch to batch
 };
 
 }  // namespace
@@ -160,7 +163,11 @@ asio::awaitable<void> Connection::writer() {
   auto self = shared_from_this();
   while (co_await outbox_->take(batch)) {
     std::size_t bytes = 0;
-    for (const std::string& frame : batch) bytes += frame.size();
+    std::size_t frames = 0;
+    for (const std::string& block : batch) {
+      bytes += block.size();
+      frames += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n'));
+    }
     // A client that stops reading is cut off rather than holding memory
     // forever; one that reads slowly but steadily is not.
     writing_ = true;
@@ -179,7 +186,7 @@ asio::awaitable<void> Connection::writer() {
       transport_->force_close();
       break;
     }
-    context_.metrics.frames_written(batch.size(), bytes);
+    context_.metrics.frames_written(frames, bytes);
     batch.clear();
   }
   writer_done_ = true;
@@ -222,7 +229,10 @@ void Connection::arm_write_deadline(std::uint64_t bytes_at_start) {
   });
 }
 
-asio::awaitable<void> Connection::push(std::string frame) { co_await outbox_->push(std::move(frame)); }
+asio::awaitable<void> Connection::push(std::string frame) {
+  frame += '\n';
+  co_await outbox_->push(std::move(frame));
+}
 
 void Connection::request_finished() {
   --inflight_;

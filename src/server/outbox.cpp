@@ -43,29 +43,6 @@ asio::awaitable<bool> Outbox::push(std::string frame) {
   co_return true;
 }
 
-asio::awaitable<bool> Outbox::push_all(std::vector<std::string>& frames) {
-  std::unique_lock lock(mutex_, std::defer_lock);
-  if (!co_await wait_for_space(lock)) {
-    frames.clear();
-    co_return false;
-  }
-  if (frames_.empty()) {
-    frames_.swap(frames);  // hands the batch over without moving each frame
-    for (const std::string& frame : frames_) bytes_ += frame.size();
-  } else {
-    for (std::string& frame : frames) {
-      bytes_ += frame.size();
-      frames_.push_back(std::move(frame));
-    }
-  }
-  frames.clear();
-  if (writer_waiting_) {
-    writer_waiting_ = false;
-    writer_wakeup_->notify();
-  }
-  co_return true;
-}
-
 asio::awaitable<bool> Outbox::take(std::vector<std::string>& batch) {
   for (;;) {
     {

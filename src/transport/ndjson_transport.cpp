@@ -152,41 +152,15 @@ asio::awaitable<ReadResult> NdjsonTransport::read_frame() {
 }
 
 namespace {
-// Frames below this size are copied into one buffer (a copy of a small frame
-// costs less than an iovec entry); larger ones are written from where they
-// are, so big payloads are never copied.
-constexpr std::size_t copy_below_bytes = 2048;
 // Asio hands at most this many buffers to one writev.
 constexpr std::size_t max_pieces_per_write = 64;
-const char newline = '\n';
 }  // namespace
 
-asio::awaitable<void> NdjsonTransport::write_frames(std::span<const std::string> frames) {
-  // Reserved up front: the pieces point into write_buffer_, which must not move.
-  std::size_t copied = 0;
-  for (const std::string& frame : frames) copied += frame.size() < copy_below_bytes ? frame.size() + 1 : 1;
-  write_buffer_.clear();
-  write_buffer_.reserve(copied);
+asio::awaitable<void> NdjsonTransport::write_frames(std::span<const std::string> blocks) {
+  // Blocks are already NDJSON (frames ending in '\n'): one gather write
+  // sends them from where they are, without a copy.
   pieces_.clear();
-  std::size_t run_start = 0;  // the part of write_buffer_ not yet in pieces_
-  auto end_run = [&] {
-    if (write_buffer_.size() > run_start) {
-      pieces_.emplace_back(write_buffer_.data() + run_start, write_buffer_.size() - run_start);
-    }
-    run_start = write_buffer_.size();
-  };
-  for (const std::string& frame : frames) {
-    if (frame.size() < copy_below_bytes) {
-      write_buffer_ += frame;
-      write_buffer_ += newline;
-    } else {
-      end_run();
-      pieces_.emplace_back(frame.data(), frame.size());
-      pieces_.emplace_back(&newline, 1);
-    }
-  }
-  end_run();
-
+  for (const std::string& block : blocks) pieces_.emplace_back(block.data(), block.size());
   std::size_t first = 0;
   while (first < pieces_.size()) {
     const std::size_t count = std::min(pieces_.size() - first, max_pieces_per_write);
@@ -195,8 +169,6 @@ asio::awaitable<void> NdjsonTransport::write_frames(std::span<const std::string>
     while (first < pieces_.size() && n >= pieces_[first].size()) n -= pieces_[first++].size();
     if (n > 0) pieces_[first] += n;
   }
-  // Reused from batch to batch, but a rare huge batch does not pin memory.
-  if (write_buffer_.capacity() > (256u << 10)) std::string().swap(write_buffer_);
   if (pieces_.capacity() > 1024) std::vector<asio::const_buffer>().swap(pieces_);
 }
 

@@ -110,11 +110,17 @@ asio::awaitable<ReadResult> WebSocketTransport::read_frame() {
   }
 }
 
-asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::string> frames) {
+asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::string> blocks) {
   // Beast frames each message; the corked layer below sends them together.
   ws_.next_layer().begin_batch();
-  for (const std::string& frame : frames) {
-    co_await ws_.async_write(asio::buffer(frame), asio::use_awaitable);
+  for (const std::string& block : blocks) {
+    std::size_t start = 0;
+    while (start < block.size()) {
+      const std::size_t newline = block.find('\n', start);
+      const std::size_t end = newline == std::string::npos ? block.size() : newline;
+      co_await ws_.async_write(asio::buffer(block.data() + start, end - start), asio::use_awaitable);
+      start = end + 1;
+    }
   }
   co_await ws_.next_layer().flush();
 }

@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -29,8 +30,19 @@ namespace {
 struct RecordingSink final : harness::EventSink {
   std::vector<std::pair<std::string, json::object>> events;
   std::vector<std::string> notes;
-  asio::awaitable<bool> on_events(std::string_view id, std::span<const std::string> batch) override {
-    for (const std::string& event : batch) events.emplace_back(std::string(id), json::parse(event).as_object());
+  // Each event is wrapped as {"s":ID,"e":EVENT}: the test sees whose it is.
+  Envelope envelope(std::string_view id) override {
+    return Envelope{R"({"s":)" + json::serialize(json::string(id)) + R"(,"e":)", "}"};
+  }
+  asio::awaitable<bool> on_events(std::string block) override {
+    std::size_t start = 0;
+    while (start < block.size()) {
+      const std::size_t end = block.find('\n', start);
+      REQUIRE(end != std::string::npos);
+      json::object line = json::parse(std::string_view(block).substr(start, end - start)).as_object();
+      events.emplace_back(std::string(line.at("s").as_string()), std::move(line.at("e").as_object()));
+      start = end + 1;
+    }
     co_return true;
   }
   asio::awaitable<void> on_subagent_started(std::string_view, std::string_view child) override {

@@ -5,7 +5,6 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -18,11 +17,20 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
 
-  /// `events` are serialized events of one session, in order, already
-  /// handed to the session log. Returns false once the client is gone: the
-  /// turn then has nobody to stream to.
-  virtual boost::asio::awaitable<bool> on_events(std::string_view session_id,
-                                                 std::span<const std::string> events) = 0;
+  /// What the sink wants around each serialized event of `session_id`, so
+  /// that a turn writes every event once, straight into its final form: the
+  /// log takes the event, the sink takes the wrapped line.
+  struct Envelope {
+    std::string before;
+    std::string after;
+  };
+  virtual Envelope envelope(std::string_view session_id) = 0;
+
+  /// `block` holds events of one session, in order, each as
+  /// `before + EVENT + after + '\n'`, already handed to the session log.
+  /// Takes the block. Returns false once the client is gone: the turn then
+  /// has nobody to stream to.
+  virtual boost::asio::awaitable<bool> on_events(std::string block) = 0;
   virtual boost::asio::awaitable<void> on_subagent_started(std::string_view parent_session_id,
                                                            std::string_view child_session_id) = 0;
   /// `info` holds the subagent.finished fields of protocol §5.

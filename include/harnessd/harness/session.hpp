@@ -87,14 +87,15 @@ class Session : public std::enable_shared_from_this<Session> {
   bool cancel(const std::string& why, const void* owner = nullptr);
 
   // --- used by the turn loop, on strand() ---
-  /// Stamps seq and time on an event and returns it serialized; also
-  /// applies it to the conversation. Not yet in the log: see write_events().
-  std::string make_event(std::string_view type, const boost::json::object& data);
+  /// Stamps seq and time on an event and appends it, serialized, to `out`;
+  /// also applies it to the conversation. Not yet in the log: see
+  /// write_events().
+  void append_event(std::string& out, std::string_view type, const boost::json::object& data);
   /// The same for an event whose data is already serialized and does not
   /// change the conversation (chunks, step boundaries): the hot path.
-  std::string make_serialized_event(std::string_view type, std::string_view data_json);
+  void append_serialized_event(std::string& out, std::string_view type, std::string_view data_json);
   /// Hands events made above to the log, in order, in one write.
-  void write_events(std::span<const std::string> events);
+  void write_events(std::span<const std::string_view> events);
   /// Completes when the turn's events are as durable as the store promises.
   boost::asio::awaitable<void> end_turn_in_log();
   const std::vector<llm::ChatMessage>& messages() const noexcept { return messages_; }
@@ -126,7 +127,6 @@ class Session : public std::enable_shared_from_this<Session> {
   std::int64_t next_turn_ = 0;
   std::vector<llm::ChatMessage> messages_;
   std::optional<std::int64_t> open_turn_;  ///< while loading: a turn/start without its turn/end
-  std::vector<std::string_view> views_;    ///< write_events()' scratch
 };
 
 }  // namespace harnessd::harness

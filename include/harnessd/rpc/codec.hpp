@@ -52,4 +52,12 @@ std::string encode_notification(std::string_view method, const boost::json::valu
 /// serialized once for both the session log and every notification.
 std::string encode_session_event(std::string_view session_id, std::string_view event_json);
 
+/// The bytes before and after an event in its session.event notification:
+/// `before + EVENT + after` is encode_session_event(session_id, EVENT).
+struct EventEnvelope {
+  std::string before;
+  std::string after;
+};
+EventEnvelope session_event_envelope(std::string_view session_id);
+
 }  // namespace harnessd::rpc

@@ -1,6 +1,8 @@
 // The ordered, bounded queue of outgoing frames of one connection. Turns on
 // any strand push into it; one writer coroutine drains it in batches, so
-// frames leave in push order and many frames share one write.
+// frames leave in push order and many frames share one write. An entry is a
+// block of one or more frames, each ending in '\n' (a turn's batch of events
+// is one block: one allocation, written as it is).
 #pragma once
 
 #include "harnessd/util/wakeup.hpp"
@@ -25,11 +27,6 @@ class Outbox {
   /// pusher's backpressure). Returns false, dropping the frame, once the
   /// outbox is closed or aborted.
   boost::asio::awaitable<bool> push(std::string frame);
-
-  /// Queues every frame of `frames` at once, in order (one lock, one
-  /// wake-up), waiting first while the outbox is over its bound. Leaves
-  /// `frames` empty. Returns false, dropping them, once closed or aborted.
-  boost::asio::awaitable<bool> push_all(std::vector<std::string>& frames);
 
   /// Writer executor only. Waits for frames and moves all queued ones into
   /// `batch`. Returns false when the outbox is closed and drained.

@@ -31,9 +31,11 @@ class FrameTransport {
 
   virtual boost::asio::awaitable<ReadResult> read_frame() = 0;
 
-  /// Writes every frame, in order, as few syscalls as possible. Throws
-  /// boost::system::system_error when the peer is gone.
-  virtual boost::asio::awaitable<void> write_frames(std::span<const std::string> frames) = 0;
+  /// Writes every frame of `blocks`, in order, in as few syscalls as
+  /// possible. A block holds one or more frames, each ending in '\n' (a
+  /// frame never contains a raw newline). Throws boost::system::system_error
+  /// when the peer is gone.
+  virtual boost::asio::awaitable<void> write_frames(std::span<const std::string> blocks) = 0;
 
   /// Makes a pending or future read_frame() return `end`; writes go on.
   virtual void stop_reading() = 0;

@@ -57,7 +57,6 @@ class NdjsonTransport final : public FrameTransport {
   std::unique_ptr<ByteStream> stream_;
   TransportKind kind_;
   rpc::LineFramer framer_;
-  std::string write_buffer_;                      ///< small frames, copied together
   std::vector<boost::asio::const_buffer> pieces_;  ///< what one batch writes, in order
   std::uint64_t bytes_written_ = 0;
   bool read_stopped_ = false;
