@@ -27,11 +27,14 @@ IDLE_CONNECTIONS=${BENCH_IDLE_CONNECTIONS:-10000}
 IDLE_SESSIONS=${BENCH_IDLE_SESSIONS:-10000}
 IDLE_HOLD=${BENCH_IDLE_HOLD:-3}
 QUICK=${BENCH_QUICK:-0}
+SCALE_CONNECTIONS=${BENCH_SCALE_CONNECTIONS:-10000}
+SCALE_RATE=${BENCH_SCALE_RATE:-1000}
 NS=(1 100 1000)
 KS=(10 100)
 SS=(64 1024)
 if [[ $QUICK == 1 ]]; then
   DURATION=1 WARMUP=0.5 NS=(1 100) KS=(100) SS=(64) IDLE_CONNECTIONS=1000 IDLE_SESSIONS=1000 IDLE_HOLD=1
+  SCALE_CONNECTIONS=1000
 fi
 
 log() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -98,6 +101,18 @@ start_server() {
       "${SERVER_CPU[@]}" "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
         --store memory --threads 1 2>>"$OUT/harnessd.log" &
       ;;
+    harnessd-jsonl)
+      # The default store, as users run it: durable logs on a real disk,
+      # every prompt answered after its turn's sync (--sync turn).
+      rm -rf "$OUT/sessions"
+      "${SERVER_CPU[@]}" "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
+        --session-root "$OUT/sessions" --threads 1 2>>"$OUT/harnessd.log" &
+      ;;
+    harnessd-t2)
+      # Two I/O threads, not pinned: how the design scales with cores.
+      "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
+        --store memory --threads 2 2>>"$OUT/harnessd.log" &
+      ;;
     node)
       "${SERVER_CPU[@]}" node "$PEERS/node-reference/server.mjs" --tcp 127.0.0.1:0 --ws 127.0.0.1:0 \
         --ready-file "$ready" --quiet 2>>"$OUT/node.log" &
@@ -127,7 +142,7 @@ start_server() {
       ws://*) WS_URL=$url ;;
     esac
   done
-  if [[ $name == harnessd ]]; then METRICS_URL="http://${WS_URL#ws://}/metrics"; fi
+  if [[ $name == harnessd* ]]; then METRICS_URL="http://${WS_URL#ws://}/metrics"; fi
 }
 
 # bench NAME ARGS...: runs harness-bench pinned to core 1, keeps its output.
@@ -175,7 +190,8 @@ NOISY_CORES=${BENCH_NOISY_CORES:-0.25}
 MAX_RETRIES=${BENCH_MAX_RETRIES:-24}
 RETRIES=0
 # server transport pairs; the floor speaks TCP only
-PAIRS=("harnessd tcp" "harnessd ws" "node tcp" "node ws" "floor tcp" "floor-batch tcp")
+PAIRS=("harnessd tcp" "harnessd ws" "harnessd-jsonl tcp" "harnessd-jsonl ws" "harnessd-t2 tcp"
+  "node tcp" "node ws" "floor tcp" "floor-batch tcp")
 started=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for pair in "${PAIRS[@]}"; do
@@ -217,6 +233,35 @@ log "$IDLE_SESSIONS idle sessions against harnessd"
 start_server harnessd
 bench idle-sessions --connect "$TCP_URL" --server-pid "$SERVER_PID" --idle-sessions "$IDLE_SESSIONS" \
   --idle-hold "$IDLE_HOLD" --label "harnessd tcp"
+cleanup
+log "$IDLE_CONNECTIONS idle TCP connections against harnessd"
+start_server harnessd
+bench idle-connections-tcp --connect "$TCP_URL" --server-pid "$SERVER_PID" --idle-connections "$IDLE_CONNECTIONS" \
+  --idle-hold "$IDLE_HOLD" --label "harnessd tcp"
+cleanup
+
+# ---- scale: many connections, open loop ---------------------------------------
+log "scale: $SCALE_CONNECTIONS WebSocket connections, $SCALE_RATE prompts/s of @chunks 100 64"
+start_server harnessd
+bench scale --connect "$WS_URL" --server-pid "$SERVER_PID" -N "$SCALE_CONNECTIONS" -K 100 -S 64 \
+  --rate "$SCALE_RATE" --duration "$DURATION" --warmup "$WARMUP" --drain-timeout 60 --label "harnessd ws scale"
+cleanup
+log "scale: 1000 WebSocket connections at the same rate (the reference for CPU per notification)"
+start_server harnessd
+bench scale-1000 --connect "$WS_URL" --server-pid "$SERVER_PID" -N 1000 -K 100 -S 64 \
+  --rate "$SCALE_RATE" --duration "$DURATION" --warmup "$WARMUP" --drain-timeout 60 --label "harnessd ws scale"
+cleanup
+
+# ---- a light session beside heavy ones, on the default store -------------------
+log "light session latency while 100 sessions run K=10 turns (jsonl store)"
+start_server harnessd-jsonl
+"${CLIENT_CPU[@]}" "$BENCH" --connect "$TCP_URL" -N 100 -K 10 -S 64 --duration "$(python3 -c "print($DURATION + $WARMUP + 2)")" \
+  --warmup 0 --json "$OUT/light-background.json" >"$OUT/light-background.txt" 2>&1 &
+BACKGROUND_PID=$!
+sleep 1
+bench light --connect "$TCP_URL" --server-pid "$SERVER_PID" -N 1 -K 10 -S 64 --rate 50 \
+  --duration "$DURATION" --warmup "$WARMUP" --label "light beside 100 heavy"
+wait "$BACKGROUND_PID" || true
 cleanup
 elapsed=$(($(date +%s) - started))
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -319,7 +364,9 @@ w(f"- kernel: {platform.release()}, compiler: {os.environ['BENCH_CXX']}, node: {
 w(f"- server pinned to core 0, client to core 1 (`taskset`): {os.environ['BENCH_PINNED']}")
 w(f"- load average (1/5/15 min): {os.environ['BENCH_LOAD']}; the bench alone keeps about 2 busy at the end, "
   "more means other work shared the two cores and the figures are noisier")
-w(f"- harnessd: `--threads 1 --store memory`; peers: `bench/peers/node-reference/server.mjs`, "
+w(f"- harnessd: `--threads 1 --store memory` (column *memory*); `--threads 1` with the default durable jsonl "
+  "store on this machine's disk, `--sync turn` (column *jsonl*, what users run); `--threads 2 --store memory`, "
+  "not pinned (column *2 threads*); peers: `bench/peers/node-reference/server.mjs`, "
   "`bench/peers/floor/server.mjs` (per-frame writes, and `--batch`: one write per turn)")
 w("")
 w("## Command")
@@ -348,32 +395,39 @@ all_fail = [(key, c) for key, c in cells.items() if c is None or not c.get("pass
 # ---- TCP ----
 w("## TCP (NDJSON): notifications/s")
 w("")
-w("| N | K | S | harnessd | node | floor | floor --batch | harnessd/node | harnessd/floor-batch | "
-  "frames/write | writes/notif. | harnessd CPU ms/1k notif. | harnessd peak RSS |")
-w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+w("| N | K | S | harnessd memory | harnessd jsonl | jsonl/memory | harnessd 2 threads | node | floor | floor --batch | "
+  "memory/node | jsonl/node | memory/floor-batch | frames/write | writes/notif. | memory CPU ms/1k notif. | "
+  "jsonl CPU ms/1k notif. | memory peak RSS |")
+w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (n, k, s) in keys:
     h = get("harnessd", "tcp", n, k, s)
+    hj = get("harnessd-jsonl", "tcp", n, k, s)
+    h2 = get("harnessd-t2", "tcp", n, k, s)
     nd = get("node", "tcp", n, k, s)
     fl = get("floor", "tcp", n, k, s)
     fb = get("floor-batch", "tcp", n, k, s)
     rss = "—" if h is None or h.get("server_peak_rss_kib") is None else f"{h['server_peak_rss_kib']/1024:.0f} MiB"
-    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(nd)} | {nps(fl)} | {nps(fb)} | {fmt_ratio(h, nd)} | "
+    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(hj)} | {fmt_ratio(hj, h, pct=True)} | {nps(h2)} | {nps(nd)} | {nps(fl)} | "
+      f"{nps(fb)} | {fmt_ratio(h, nd)} | {fmt_ratio(hj, nd)} | "
       f"{fmt_ratio(h, fb, pct=True)} | {num(h, 'frames_per_write', '{:.1f}')} | "
-      f"{num(h, 'writes_per_notification', '{:.4f}')} | {num(h, 'server_cpu_ms_per_1k_notifications', '{:.2f}')} | {rss} |")
+      f"{num(h, 'writes_per_notification', '{:.4f}')} | {num(h, 'server_cpu_ms_per_1k_notifications', '{:.2f}')} | "
+      f"{num(hj, 'server_cpu_ms_per_1k_notifications', '{:.2f}')} | {rss} |")
 w("")
 
 # ---- WS ----
 w("## WebSocket: notifications/s")
 w("")
-w("| N | K | S | harnessd | node | harnessd/node | harnessd/floor-batch (TCP) | frames/write | writes/notif. | "
-  "harnessd CPU ms/1k notif. | harnessd peak RSS |")
-w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+w("| N | K | S | harnessd memory | harnessd jsonl | jsonl/memory | node | memory/node | jsonl/node | "
+  "memory/floor-batch (TCP) | frames/write | writes/notif. | harnessd CPU ms/1k notif. | harnessd peak RSS |")
+w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (n, k, s) in keys:
     h = get("harnessd", "ws", n, k, s)
+    hj = get("harnessd-jsonl", "ws", n, k, s)
     nd = get("node", "ws", n, k, s)
     fb = get("floor-batch", "tcp", n, k, s)
     rss = "—" if h is None or h.get("server_peak_rss_kib") is None else f"{h['server_peak_rss_kib']/1024:.0f} MiB"
-    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(nd)} | {fmt_ratio(h, nd)} | {fmt_ratio(h, fb, pct=True)} | "
+    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(hj)} | {fmt_ratio(hj, h, pct=True)} | {nps(nd)} | {fmt_ratio(h, nd)} | "
+      f"{fmt_ratio(hj, nd)} | {fmt_ratio(h, fb, pct=True)} | "
       f"{num(h, 'frames_per_write', '{:.1f}')} | {num(h, 'writes_per_notification', '{:.4f}')} | "
       f"{num(h, 'server_cpu_ms_per_1k_notifications', '{:.2f}')} | {rss} |")
 w("")
@@ -397,14 +451,48 @@ if lat_key and lat_key != (1, 10, 64):
     w(f"\n(cell N={lat_key[0]}, K={lat_key[1]}, S={lat_key[2]}: the quick matrix has no K=10 cell)")
 w("")
 
+# ---- scale and a light session under load ----
+def lat(c, which, q):
+    return c[which][q] / 1000 if c and c.get(which) else None
+
+w("## Scale: open loop over WebSocket, @chunks 100 64, harnessd `--threads 1 --store memory`")
+w("")
+w("| connections | prompts/s offered | prompts/s served | first notif. p50 ms | first notif. p99 ms | "
+  "CPU ms/1k notif. | RSS at end | errors |")
+w("|---:|---:|---:|---:|---:|---:|---:|---:|")
+for name in ("scale-1000", "scale"):
+    c = load(name)
+    if c is None:
+        w(f"| {name} | — | failed | | | | | |")
+        continue
+    w(f"| {c['connections']} | {c['rate']:.0f} | {c['prompts_per_s']:.0f} | "
+      f"{lat(c, 'latency_first_notification_us', 'p50'):.2f} | {lat(c, 'latency_first_notification_us', 'p99'):.2f} | "
+      f"{num(c, 'server_cpu_ms_per_1k_notifications')} | {c['server_rss_after_kib']/1024:.0f} MiB | {c['errors']} |")
+w("")
+light = load("light")
+w("## A light session beside 100 heavy ones (jsonl store)")
+w("")
+w("One session at 50 prompts/s of `@chunks 10 64` (open loop) while a second harness-bench runs 100 sessions of")
+w("`@chunks 10 64` closed loop against the same `harnessd --threads 1` on the default jsonl store.")
+w("")
+if light:
+    w(f"- first notification p50 {lat(light, 'latency_first_notification_us', 'p50'):.2f} ms, "
+      f"p99 {lat(light, 'latency_first_notification_us', 'p99'):.2f} ms; response p99 "
+      f"{lat(light, 'latency_response_us', 'p99'):.2f} ms (it includes the turn's sync)")
+else:
+    w("- failed to run")
+w("")
+
 # ---- idle memory ----
 ic = load("idle-connections")
+ict = load("idle-connections-tcp")
 isn = load("idle-sessions")
 w("## Idle memory (harnessd)")
 w("")
 w("| what | count | RSS before | RSS after | per item | checks |")
 w("|---|---:|---:|---:|---:|---|")
-for label, c in [("idle WebSocket connections (initialized)", ic), ("idle sessions (one `hi` turn each)", isn)]:
+for label, c in [("idle WebSocket connections (initialized)", ic), ("idle TCP connections (initialized)", ict),
+                 ("idle sessions (one `hi` turn each)", isn)]:
     if c is None or c.get("server_rss_before_kib") is None:
         w(f"| {label} | — | — | — | — | failed |")
         continue
@@ -418,7 +506,7 @@ w("")
 w("| server | transport | N | K | S | prompts/s | notif./s | MB/s | first p50 µs | first p99 µs | resp. p50 µs | "
   "resp. p99 µs | server CPU s | CPU ms/1k notif. | client CPU s | other (cores) | peak RSS MiB | errors | failures |")
 w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-order = {"harnessd": 0, "node": 1, "floor": 2, "floor-batch": 3}
+order = {"harnessd": 0, "harnessd-jsonl": 1, "harnessd-t2": 2, "node": 3, "floor": 4, "floor-batch": 5}
 for key in sorted(cells, key=lambda t: (t[1], order.get(t[0], 9), t[2], t[3], t[4])):
     server, transport, n, k, s = key
     c = cells[key]
@@ -445,6 +533,50 @@ def verdict(ok, text, *measured):
 
 w("## Targets")
 w("")
+for transport in ("tcp", "ws"):
+    for (n, k, s) in keys:
+        h, hj = get("harnessd", transport, n, k, s), get("harnessd-jsonl", transport, n, k, s)
+        if n < 100 or not h or not hj or not h.get("notifications_per_s"):
+            continue
+        want = 0.7 if k >= 100 else 0.5
+        r = hj["notifications_per_s"] / h["notifications_per_s"]
+        w(f"- jsonl ≥{want:.0%} of memory, {transport.upper()} N={n} K={k} S={s}: " + verdict(
+            r >= want, f"{r:.0%} ({fmt_rate(hj['notifications_per_s'])}/s vs {fmt_rate(h['notifications_per_s'])}/s)", h, hj))
+below = []
+for (server, transport, n, k, s), c in cells.items():
+    if server not in ("harnessd", "harnessd-jsonl") or c is None:
+        continue
+    if server == "harnessd-jsonl" and n < 100:
+        continue
+    nd = get("node", transport, n, k, s)
+    if nd and c.get("notifications_per_s", 0) < nd.get("notifications_per_s", 0):
+        below.append(f"{server} {transport} N={n} K={k} S={s} "
+                     f"({fmt_rate(c['notifications_per_s'])}/s vs {fmt_rate(nd['notifications_per_s'])}/s)")
+w("- no cell below node (memory: every cell; jsonl: N ≥ 100): " +
+  ("**met**" if not below else "**missed** — " + "; ".join(below)))
+sc, sc1 = load("scale"), load("scale-1000")
+if sc:
+    served = sc["prompts_per_s"] >= 0.97 * sc["rate"]
+    p99 = lat(sc, "latency_first_notification_us", "p99")
+    w(f"- scale, {sc['connections']} WS connections at {sc['rate']:.0f} prompts/s: every prompt served: " +
+      verdict(served and sc["errors"] == 0, f"{sc['prompts_per_s']:.0f}/s served, {sc['errors']} errors", sc))
+    w(f"- scale: first-notification p99 < 20 ms: " + verdict(p99 < 20, f"{p99:.2f} ms", sc))
+    rss = sc["server_rss_after_kib"] / 1024
+    w(f"- scale: RSS < 400 MiB: " + verdict(rss < 400, f"{rss:.0f} MiB", sc))
+    if sc1 and sc1.get("server_cpu_ms_per_1k_notifications") and sc.get("server_cpu_ms_per_1k_notifications"):
+        r = sc["server_cpu_ms_per_1k_notifications"] / sc1["server_cpu_ms_per_1k_notifications"]
+        w(f"- scale: CPU per notification within 1.5× of 1,000 connections: " + verdict(r <= 1.5, f"{r:.2f}×", sc, sc1))
+if light:
+    p99 = lat(light, "latency_first_notification_us", "p99")
+    w("- a light session's first-notification p99 < 2 ms beside 100 K=10 sessions (jsonl): " +
+      verdict(p99 < 2, f"{p99:.2f} ms", light))
+cpu64 = get("harnessd", "tcp", 100, 100, 64)
+if cpu64 and cpu64.get("server_cpu_ms_per_1k_notifications"):
+    v = cpu64["server_cpu_ms_per_1k_notifications"]
+    w("- CPU per notification at S=64 (TCP N=100 K=100, memory) ≤ 1.5 µs: " + verdict(v <= 1.5, f"{v:.2f} µs", cpu64))
+if ict and ict.get("idle_bytes_per_item") is not None:
+    v = ict["idle_bytes_per_item"] / 1024
+    w(f"- idle RSS per TCP connection ≤16 KiB ({ict['idle_count']} connections): " + verdict(v <= 16, f"{v:.2f} KiB"))
 tk = (100, 100, 64)
 for transport in ("tcp", "ws"):
     h, nd, fb = get("harnessd", transport, *tk), get("node", transport, *tk), get("floor-batch", "tcp", *tk)
