@@ -9,6 +9,8 @@
 #include <boost/beast/websocket/error.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace harnessd::transport {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -110,8 +112,57 @@ asio::awaitable<ReadResult> WebSocketTransport::read_frame() {
   }
 }
 
+namespace {
+
+/// Appends the header of an unmasked, final text frame (RFC 6455 §5.2): a
+/// server's messages need no mask, so header + payload is the whole frame.
+void append_text_frame_header(std::string& out, std::size_t size) {
+  out += static_cast<char>(0x81);  // FIN, opcode 1 (text)
+  if (size < 126) {
+    out += static_cast<char>(size);
+  } else if (size < 65536) {
+    out += static_cast<char>(126);
+    out += static_cast<char>(size >> 8);
+    out += static_cast<char>(size & 0xFF);
+  } else {
+    out += static_cast<char>(127);
+    for (int shift = 56; shift >= 0; shift -= 8) out += static_cast<char>((size >> shift) & 0xFF);
+  }
+}
+
+}  // namespace
+
 asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::string> blocks) {
-  // Beast frames each message; the corked layer below sends them together.
+  if (!options_.deflate) {
+    // Frames are written by hand, payloads from where they are: one gather
+    // write for the batch, no copy, no Beast operation per message. Beast's
+    // own frames (pongs) meanwhile wait in the corked layer.
+    std::size_t frames = 0;
+    for (const std::string& block : blocks) frames += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n'));
+    frame_headers_.clear();
+    frame_headers_.reserve(frames * 10);  // pieces point into it: it must not move
+    pieces_.clear();
+    for (const std::string& block : blocks) {
+      std::size_t start = 0;
+      while (start < block.size()) {
+        std::size_t end = block.find('\n', start);
+        if (end == std::string::npos) end = block.size();
+        const std::size_t header_at = frame_headers_.size();
+        append_text_frame_header(frame_headers_, end - start);
+        pieces_.emplace_back(frame_headers_.data() + header_at, frame_headers_.size() - header_at);
+        pieces_.emplace_back(block.data() + start, end - start);
+        start = end + 1;
+      }
+    }
+    ws_.next_layer().begin_batch();
+    co_await ws_.next_layer().write_raw(pieces_);
+    co_await ws_.next_layer().flush();
+    if (pieces_.capacity() > 4096) std::vector<asio::const_buffer>().swap(pieces_);
+    if (frame_headers_.capacity() > 16384) std::string().swap(frame_headers_);
+    co_return;
+  }
+  // With permessage-deflate, Beast compresses each message; the corked layer
+  // below sends them together.
   ws_.next_layer().begin_batch();
   for (const std::string& block : blocks) {
     std::size_t start = 0;

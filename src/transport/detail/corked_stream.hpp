@@ -17,7 +17,9 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace harnessd::transport::detail {
@@ -84,6 +86,23 @@ class CorkedStream {
       ++writes_;
     }
     if (flushing_.capacity() > (1u << 20)) std::string().swap(flushing_);
+  }
+
+  /// Writes `pieces` straight to the socket (one gather write per 64
+  /// pieces), counting progress. Call inside a batch, so that Beast's own
+  /// frames (pongs) wait in the buffer instead of landing mid-message.
+  boost::asio::awaitable<void> write_raw(std::span<boost::asio::const_buffer> pieces) {
+    constexpr std::size_t max_pieces_per_write = 64;
+    std::size_t first = 0;
+    while (first < pieces.size()) {
+      const std::size_t count = std::min(pieces.size() - first, max_pieces_per_write);
+      std::size_t n = co_await next_.async_write_some(pieces.subspan(first, count), boost::asio::use_awaitable);
+      bytes_before_ += n;
+      bytes_written_ = bytes_before_;
+      while (first < pieces.size() && n >= pieces[first].size()) n -= pieces[first++].size();
+      if (n > 0) pieces[first] += n;
+    }
+    ++writes_;
   }
 
   std::size_t writes() const noexcept { return writes_; }

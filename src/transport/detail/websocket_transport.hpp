@@ -58,6 +58,8 @@ class WebSocketTransport final : public FrameTransport {
   std::string current_;
   std::shared_ptr<util::Wakeup> inbox_changed_;
   std::shared_ptr<util::Wakeup> inbox_drained_;
+  std::string frame_headers_;                      ///< headers of one batch's frames
+  std::vector<boost::asio::const_buffer> pieces_;  ///< headers and payloads, in order
   bool ended_ = false;      // the peer is done or the socket failed
   bool stopped_ = false;    // stop_reading() was called
   bool closing_ = false;    // we sent (or are sending) a close frame
