@@ -74,9 +74,10 @@ std::string read_file(const fs::path& path) {
 }
 
 /// A loaded object must serialize to JSON that reads back the same. The one
-/// known exception: a number beyond double range (1e400) loads as infinity
-/// and Boost.JSON writes that as `Infinity`. Loaded events only rebuild the
-/// conversation today, so that is tolerated, and nothing else is.
+/// known exception: a number beyond double range loads as infinity (1e400)
+/// or NaN (0e400), which Boost.JSON writes as `Infinity`/`NaN`. Loaded
+/// events only rebuild the conversation today, so that is tolerated, and
+/// nothing else is.
 void check_serializable(const json::object& object) {
   json::error_code ec;
   const json::value back = json::parse(json::serialize(object), ec, {}, harnessd::util::log_parse_options());
@@ -134,9 +135,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t siz
   // fresh header in place of the torn bytes.
   FUZZ_CHECK(content.starts_with(recovered) || recovered == json::serialize(header.to_json()) + "\n");
   {
+    // Compared as text: Boost.JSON 1.81 reads "0e400" as NaN, never equal
+    // to itself.
     auto again = f.store->open_now(header);
-    FUZZ_CHECK(again->header() == stored_header);
-    FUZZ_CHECK(again->take_loaded_events() == events);
+    FUZZ_CHECK(json::serialize(again->header()) == json::serialize(stored_header));
+    const std::vector<json::object> reloaded = again->take_loaded_events();
+    FUZZ_CHECK(reloaded.size() == events.size());
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      FUZZ_CHECK(json::serialize(reloaded[i]) == json::serialize(events[i]));
+    }
   }
   FUZZ_CHECK(read_file(f.file) == recovered);
   fs::remove(f.file);
