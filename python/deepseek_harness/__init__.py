@@ -1,70 +1,34 @@
 """Python SDK for harnessd, the DeepSeek Harness runtime.
 
-Quick start::
+The public API is upstream's ``deepseek_harness`` SDK, as changed by the RFC
+that makes JSON-RPC directional: a program written for upstream's SDK runs
+against harnessd unchanged. Quick start::
 
     from deepseek_harness import DeepSeekHarness
 
-    with DeepSeekHarness(session_root="sessions") as harness:
-        result = harness.session().run("hello")
-        print(result.status, result.final_response)   # ok echo: hello
+    with DeepSeekHarness() as harness:
+        result = harness.run("Say hi.")
+
+Errors live in :mod:`deepseek_harness.errors` (not re-exported here, as
+upstream).
 """
+
+from .api import DeepSeekHarness, DeepSeekHarnessConfig, Session, TurnResult
+from .client import HarnessClient, HarnessConfig
+from .models import InitializeResponse, JsonObject, Notification, ServerInfo, SessionPromptResponse
 
 __version__ = "0.1.0"
 
-from .client import DEFAULT, HarnessClient, PendingRequest, Subscription  # noqa: E402
-from .errors import (  # noqa: E402
-    SESSION_BUSY,
-    HarnessError,
-    HarnessTimeout,
-    NotificationTimeout,
-    ProtocolError,
-    RequestTimeout,
-    RpcError,
-    RuntimeNotFoundError,
-    SessionBusyError,
-    TransportClosed,
-)
-from .harness import DeepSeekHarness, HarnessConfig, Session, client_from_config, find_runtime_bin  # noqa: E402
-from .transport import StdioTransport, TcpTransport, Transport  # noqa: E402
-from .types import (  # noqa: E402
-    Notification,
-    SessionPromptResponse,
-    TurnResult,
-    content_blocks,
-    message_text,
-    session_log_filename,
-    text_block,
-)
-
 __all__ = [
-    "__version__",
-    "DEFAULT",
     "DeepSeekHarness",
+    "DeepSeekHarnessConfig",
     "HarnessClient",
     "HarnessConfig",
-    "HarnessError",
-    "HarnessTimeout",
+    "InitializeResponse",
+    "JsonObject",
     "Notification",
-    "NotificationTimeout",
-    "PendingRequest",
-    "ProtocolError",
-    "RequestTimeout",
-    "RpcError",
-    "RuntimeNotFoundError",
-    "SESSION_BUSY",
+    "ServerInfo",
     "Session",
-    "SessionBusyError",
     "SessionPromptResponse",
-    "StdioTransport",
-    "Subscription",
-    "TcpTransport",
-    "Transport",
-    "TransportClosed",
     "TurnResult",
-    "client_from_config",
-    "content_blocks",
-    "find_runtime_bin",
-    "message_text",
-    "session_log_filename",
-    "text_block",
 ]

@@ -1,546 +1,731 @@
-"""The JSON-RPC client: one connection to a harnessd runtime.
+"""Low-level client: one runtime connection, requests, notifications.
 
-The client only ever sends requests. A reader thread parses every frame the
-runtime sends and either resolves the waiting request (responses) or hands
-the frame to subscribers and to the notification buffer (notifications), in
-the order the frames arrived. Since the runtime writes all notifications of
-a turn before the turn's response, a caller woken by a response has already
-seen every notification that preceded it.
+The client is only a JSON-RPC client: it sends requests and consumes
+responses and notifications. A reader thread parses every frame in arrival
+order. A response resolves its waiting request; a notification goes to every
+subscription whose filter accepts it, and only when none does to the global
+queue that :meth:`HarnessClient.next_notification` pops. So a notification
+is delivered once: what a subscription (or a running turn) received is never
+buffered again. Since the runtime writes a turn's notifications before the
+turn's response, a caller woken by the response has them all.
+
+A frame with both ``id`` and ``method`` is a request from the runtime, which
+the directional protocol does not allow: it is ignored and never resolves a
+pending request, whatever its id.
 """
 
 from __future__ import annotations
 
 import collections
-import itertools
 import json
 import logging
 import os
+import queue
+import shutil
+import ssl
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TypeVar
 
+from ._transport import Channel, StdioChannel, open_network_channel
 from .errors import (
     HarnessError,
-    NotificationTimeout,
-    ProtocolError,
-    RequestTimeout,
-    TransportClosed,
-    rpc_error_from_object,
+    ResponseTypeError,
+    TransportClosedError,
+    ValidationError,
+    error_from_response,
 )
-from .transport import StdioTransport, TcpTransport, Transport
-from .types import Notification, PromptInput, SessionPromptResponse, content_blocks
+from .models import BaseModel, InitializeResponse, JsonObject, Notification, SessionPromptResponse
 
-__all__ = ["HarnessClient", "PendingRequest", "Subscription", "NotificationCallback", "DEFAULT"]
+__all__ = ["HarnessConfig", "HarnessClient", "NotificationSubscription", "NotificationFilter"]
 
-log = logging.getLogger("deepseek_harness.client")
+log = logging.getLogger("deepseek_harness")
 
-NotificationCallback = Callable[[Notification], Any]
+#: Decides whether a subscription receives a notification.
+NotificationFilter = Callable[[Notification], bool]
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
-class _Default:
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-#: Sentinel meaning "use the client's configured request timeout".
-DEFAULT: Any = _Default()
-
-_PARAM_ALIASES = {
-    "max_tokens": "maxTokens",
-    "client_info": "clientInfo",
-    "protocol_version": "protocolVersion",
-    "auth_token": "authToken",
-}
+_NOT_RUNNING = "DeepSeek Harness runtime is not running"
+_RUNTIME_CLOSED = "DeepSeek Harness runtime closed"
+_WRITE_FAILED = "Failed to write to DeepSeek Harness runtime"
 
 
-def _copy_closed(err: TransportClosed) -> TransportClosed:
-    return TransportClosed(str(err), returncode=err.returncode, stderr_tail=err.stderr_tail)
+@dataclass(slots=True)
+class HarnessConfig:
+    """How the low-level client launches (or reaches) the runtime.
+
+    The runtime is ``launch_args_override`` verbatim when given; else
+    ``runtime_bin --stdio`` (``bridge_bin`` is a legacy alias), else
+    ``$HARNESSD_BIN --stdio``, else ``harnessd --stdio`` from ``PATH``.
+    ``env`` is laid over a copy of ``os.environ``. Timeouts are seconds;
+    ``None`` waits forever.
+
+    Additions: ``address`` connects to a listening harnessd instead of
+    launching one (``tcp://HOST:PORT``, ``tls://HOST:PORT``,
+    ``ws://HOST:PORT/``, ``wss://HOST:PORT/``); ``auth_token`` is its
+    ``--auth-token-file`` token; ``ssl_context`` verifies TLS peers (default:
+    the system's trust store).
+    """
+
+    runtime_bin: str | None = None
+    bridge_bin: str | None = None
+    launch_args_override: tuple[str, ...] | None = None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    request_timeout_seconds: float | None = None
+    shutdown_timeout_seconds: float | None = 1.0
+    address: str | None = None
+    auth_token: str | None = None
+    connect_timeout_seconds: float | None = 10.0
+    ssl_context: ssl.SSLContext | None = None
 
 
-class PendingRequest:
-    """A request that was sent and awaits its response."""
+def resolve_launch_args(config: HarnessConfig) -> tuple[str, ...]:
+    """The runtime's argv for *config* (see :class:`HarnessConfig`)."""
 
-    def __init__(self, client: "HarnessClient", request_id: int, method: str) -> None:
-        self.id = request_id
-        self.method = method
+    if config.launch_args_override is not None:
+        argv = tuple(os.fspath(arg) for arg in config.launch_args_override)
+        if not argv:
+            raise ValueError("HarnessConfig.launch_args_override must not be empty")
+        return argv
+    for binary in (config.runtime_bin, config.bridge_bin, os.environ.get("HARNESSD_BIN") or None):
+        if binary is not None:
+            return (_executable_path(os.fspath(binary)), "--stdio")
+    found = shutil.which("harnessd")
+    if found:
+        return (found, "--stdio")
+    raise FileNotFoundError(
+        "Unable to locate harnessd, the DeepSeek Harness runtime. Set HarnessConfig.runtime_bin, "
+        "the HARNESSD_BIN environment variable, or put harnessd on PATH."
+    )
+
+
+def _executable_path(binary: str) -> str:
+    # A relative path means relative to this process, not to the runtime's cwd.
+    if os.sep in binary or (os.altsep and os.altsep in binary):
+        return os.path.abspath(os.path.expanduser(binary))
+    return binary
+
+
+def _session_filter(session_id: str) -> NotificationFilter:
+    def belongs(notification: Notification) -> bool:
+        payload = notification.payload
+        return (
+            payload.get("sessionId") == session_id
+            or payload.get("parentSessionId") == session_id
+            or payload.get("childSessionId") == session_id
+        )
+
+    return belongs
+
+
+class NotificationSubscription:
+    """Notifications accepted by a filter, queued until read.
+
+    Created by :meth:`HarnessClient.subscribe_notifications` and
+    :meth:`HarnessClient.subscribe_session_notifications`. The reader thread
+    appends; any thread reads. When the runtime goes away, or the filter
+    raises, the exception is queued after the notifications received before
+    it and raised by every later read.
+    """
+
+    def __init__(self, client: "HarnessClient", notification_filter: NotificationFilter | None) -> None:
         self._client = client
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self._result: Any = None
+        self._filter = notification_filter
+        self._cond = threading.Condition(threading.Lock())
+        self._items: collections.deque[Notification] = collections.deque()
         self._error: BaseException | None = None
-        self._callbacks: list[Callable[["PendingRequest"], Any]] = []
+        self._closed = False
 
-    def _settle(self, result: Any = None, error: BaseException | None = None) -> None:
-        with self._lock:
-            if self._event.is_set():
+    # -- reader side ---------------------------------------------------------
+
+    def _put(self, notification: Notification) -> bool:
+        with self._cond:
+            if self._closed or self._error is not None:
+                return False
+            self._items.append(notification)
+            self._cond.notify_all()
+            return True
+
+    def _fail(self, error: BaseException) -> None:
+        with self._cond:
+            if self._error is None:
+                self._error = error
+            self._cond.notify_all()
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _wait(self, ready: Callable[[], bool], timeout: float | None) -> None:
+        """Block until an item or error is queued, *ready()* holds, or *timeout* passes."""
+
+        with self._cond:
+            if not self._items and self._error is None and not ready():
+                self._cond.wait(timeout)
+
+    # -- public --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop receiving. Notifications already queued stay readable."""
+
+        with self._cond:
+            if self._closed:
                 return
-            self._result = result
-            self._error = error
-            self._event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback(self)
-            except Exception:
-                log.exception("done-callback of %s request %d failed", self.method, self.id)
+            self._closed = True
+            self._cond.notify_all()
+        self._client._remove_subscription(self)
 
-    def done(self) -> bool:
-        return self._event.is_set()
+    def next(self, timeout_seconds: float | None = None) -> Notification:
+        """The oldest queued notification, waiting for one.
 
-    def add_done_callback(self, callback: Callable[["PendingRequest"], Any]) -> None:
-        """Call *callback(self)* once settled (at once if already settled)."""
-
-        with self._lock:
-            if not self._event.is_set():
-                self._callbacks.append(callback)
-                return
-        callback(self)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
-
-    def abandon(self) -> None:
-        """Stop waiting: a late response to this request will be ignored."""
-
-        self._client._forget(self)
-
-    def result(self, timeout: float | None | Any = DEFAULT) -> Any:
-        """The response's ``result``; raises its error.
-
-        Raises :class:`RequestTimeout` (and abandons the request) when no
-        response arrives within *timeout* seconds (``DEFAULT``: the client's
-        ``request_timeout``; ``None``: wait forever).
+        ``timeout_seconds`` (addition) bounds the wait with a builtin
+        ``TimeoutError``. Reading a closed, empty subscription raises
+        :class:`HarnessError` instead of waiting forever.
         """
 
-        if timeout is DEFAULT:
-            timeout = self._client.request_timeout
-        if not self._event.is_set():
-            self._client._check_not_reader_thread(self.method)
-            if not self._event.wait(timeout):
-                self.abandon()
-                if not self._event.is_set():
-                    raise RequestTimeout(
-                        f"{self.method}: no response within {timeout:g}s",
-                        method=self.method,
-                        timeout=timeout,
-                    )
-        if self._error is not None:
-            if isinstance(self._error, TransportClosed):
-                raise _copy_closed(self._error)
-            raise self._error
-        return self._result
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        with self._cond:
+            while True:
+                if self._items:
+                    return self._items.popleft()
+                if self._error is not None:
+                    raise self._error
+                if self._closed:
+                    raise HarnessError("notification subscription is closed")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError("no notification arrived in time")
+                self._cond.wait(remaining)
 
+    def drain(self, on_notification: Callable[[Notification], None]) -> None:
+        """Call *on_notification* with each queued notification, in order,
+        without waiting; then raise the queued exception, if any."""
 
-class Subscription:
-    """Handle returned by the subscribe methods; call or ``unsubscribe()`` it."""
+        while True:
+            with self._cond:
+                if not self._items:
+                    error = self._error
+                    break
+                notification = self._items.popleft()
+            on_notification(notification)
+        if error is not None:
+            raise error
 
-    def __init__(self, client: "HarnessClient", key: int) -> None:
-        self._client = client
-        self._key = key
-
-    def unsubscribe(self) -> None:
-        self._client._unsubscribe(self._key)
-
-    __call__ = unsubscribe
-
-    def __enter__(self) -> "Subscription":
+    def __enter__(self) -> "NotificationSubscription":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.unsubscribe()
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _Pending:
+    """A request that was written and awaits its response."""
+
+    __slots__ = ("id", "method", "link", "event", "result", "error", "_wakers")
+
+    def __init__(self, request_id: str, method: str, link: "_Link | None") -> None:
+        self.id = request_id
+        self.method = method
+        self.link = link
+        self.event = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._wakers: list[Callable[[], None]] = []
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> None:
+        if self.event.is_set():
+            return
+        self.result = result
+        self.error = error
+        self.event.set()
+        for wake in self._wakers:
+            wake()
+
+    def add_waker(self, wake: Callable[[], None]) -> None:
+        self._wakers.append(wake)
+        if self.event.is_set():
+            wake()
+
+
+class _Link:
+    """One running runtime process or network connection."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.reader: threading.Thread | None = None
+        self.closing = False
+        self.error: TransportClosedError | None = None
 
 
 class HarnessClient:
-    """A JSON-RPC 2.0 client connection to harnessd.
+    """A JSON-RPC connection to the DeepSeek Harness runtime (harnessd).
 
-    Give exactly one of *command* (spawn the runtime and speak NDJSON over
-    its stdio, e.g. ``["harnessd", "--stdio"]``), *address* (``host:port``
-    of ``harnessd --listen tcp://...``) or a ready *transport*. *env* is
-    overlaid on ``os.environ`` for a spawned runtime.
-
-    Notification callbacks run on the reader thread, in arrival order; they
-    must be quick and must not wait for a response (that raises
-    :class:`HarnessError` rather than deadlocking).
+    Nothing is launched by the constructor; :meth:`start` (or ``with``)
+    launches ``harnessd --stdio`` as :class:`HarnessConfig` describes, or
+    connects to ``config.address``. All methods are thread-safe; many
+    requests may be in flight at once.
     """
 
-    def __init__(
-        self,
-        command: Sequence[str | os.PathLike[str]] | None = None,
-        *,
-        address: str | None = None,
-        transport: Transport | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        request_timeout: float | None = 600.0,
-        shutdown_timeout: float = 5.0,
-        connect_timeout: float = 10.0,
-        notification_buffer: int = 10_000,
-    ) -> None:
-        given = sum(x is not None for x in (command, address, transport))
-        if given != 1:
-            raise ValueError("give exactly one of command, address or transport")
-        if isinstance(command, (str, bytes)):
-            raise TypeError("command must be a sequence of arguments, not a string")
-        if transport is None:
-            if command is not None:
-                full_env = dict(os.environ)
-                if env:
-                    full_env.update(env)
-                transport = StdioTransport([os.fspath(c) for c in command], env=full_env, cwd=cwd)
-            else:
-                assert address is not None
-                transport = TcpTransport(address, connect_timeout=connect_timeout)
-        self.transport = transport
-        self.request_timeout = request_timeout
-        self.shutdown_timeout = shutdown_timeout
-        self.server_info: dict[str, Any] | None = None
-        self.initialize_result: dict[str, Any] | None = None
-
-        self._lock = threading.Lock()
-        self._notify_cond = threading.Condition(self._lock)
+    def __init__(self, config: HarnessConfig | None = None) -> None:
+        self.config = config if config is not None else HarnessConfig()
+        self._proc = None  # subprocess.Popen of the runtime while it runs
+        self._link: _Link | None = None
+        self._lifecycle = threading.RLock()
+        self._state = threading.Lock()
         self._write_lock = threading.Lock()
-        self._lifecycle_lock = threading.RLock()
-        self._ids = itertools.count(1)
-        self._pending: dict[int, PendingRequest] = {}
-        # Ids of requests given up on (timeouts): their late responses are expected.
-        self._abandoned: collections.deque[int] = collections.deque(maxlen=256)
-        self._subscribers: dict[int, NotificationCallback] = {}
-        self._sub_keys = itertools.count(1)
-        self._buffer: collections.deque[Notification] = collections.deque(maxlen=max(notification_buffer, 1))
-        self._started = False
-        self._closing = False
-        self._close_reason: str | None = None
-        self._closed_error: TransportClosed | None = None
-        self._reader: threading.Thread | None = None
+        self._pending: dict[str, _Pending] = {}
+        # Ids given up on (timeouts, callback errors): late answers are expected.
+        self._forgotten: collections.deque[str] = collections.deque(maxlen=256)
+        self._subscriptions: list[NotificationSubscription] = []
+        self._notifications: queue.Queue[Notification | BaseException] = queue.Queue()
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> "HarnessClient":
-        """Spawn or connect and start the reader thread. Idempotent."""
+    def start(self) -> None:
+        """Launch (or connect to) the runtime; does nothing while it runs."""
 
-        with self._lifecycle_lock:
-            if self._closing:
-                raise TransportClosed("client closed")
-            if self._started:
-                return self
-            self.transport.open()
-            self._started = True
-            self._reader = threading.Thread(target=self._read_loop, name="harnessd-reader", daemon=True)
-            self._reader.start()
-        return self
+        with self._lifecycle:
+            link = self._link
+            if link is not None:
+                if link.error is None and link.reader is not None and link.reader.is_alive():
+                    return
+                self._discard_link(link)
+            config = self.config
+            if config.address is not None:
+                channel = open_network_channel(
+                    config.address,
+                    connect_timeout=config.connect_timeout_seconds,
+                    ssl_context=config.ssl_context,
+                    auth_token=config.auth_token,
+                )
+            else:
+                argv = resolve_launch_args(config)
+                env = dict(os.environ)
+                if config.env:
+                    env.update({str(k): str(v) for k, v in config.env.items()})
+                cwd = str(Path(config.cwd).resolve()) if config.cwd is not None else None
+                channel = StdioChannel(argv, env=env, cwd=cwd)
+            if not self._notifications.empty() and self._queue_failed():
+                # The old queue ends with the previous runtime's error.
+                self._notifications = queue.Queue()
+            link = _Link(channel)
+            link.reader = threading.Thread(
+                target=self._read_loop, args=(link,), name="dsh-runtime-reader", daemon=True
+            )
+            self._link = link
+            self._proc = channel.proc
+            link.reader.start()
 
-    def close(self, *, graceful: bool = True) -> None:
-        """Shut the runtime down and release everything. Idempotent.
+    def _queue_failed(self) -> bool:
+        with self._notifications.mutex:
+            return bool(self._notifications.queue) and isinstance(self._notifications.queue[-1], BaseException)
 
-        With *graceful*, a ``shutdown`` request is sent first (bounded by
-        ``shutdown_timeout``), so running turns settle and are answered.
-        Then the runtime's stdin is closed (or the socket shut), the process
-        is waited for and killed if it does not exit within
-        ``shutdown_timeout``. Requests still pending fail with
-        :class:`TransportClosed`.
+    def close(self) -> None:
+        """Shut the runtime down and release it. Idempotent; safe before
+        :meth:`start`; a later :meth:`start` launches a new runtime.
+
+        Sends ``shutdown`` (bounded by ``shutdown_timeout_seconds``, failures
+        ignored), closes the runtime's stdin, waits for it to exit, then
+        terminates and finally kills it. Every pending request, every
+        subscription and the global queue receive a
+        :class:`TransportClosedError`.
         """
 
-        with self._lifecycle_lock:
-            if self._closing:
+        with self._lifecycle:
+            link = self._link
+            if link is None:
                 return
-            self._closing = True
-            self._close_reason = "client closed"
-            if not self._started:
-                with self._lock:
-                    self._closed_error = TransportClosed("client closed")
-                return
-            reader = self._reader
-            assert reader is not None
-            if graceful and reader.is_alive() and self._closed_error is None:
+            timeout = self.config.shutdown_timeout_seconds
+            # From here on the end of the stream is expected: errors say
+            # "closed", and other threads' new requests are refused.
+            link.closing = True
+            try:
+                if link.error is None:
+                    try:
+                        self._call("shutdown", None, timeout_seconds=timeout, internal=True)
+                    except Exception as exc:
+                        log.debug("shutdown request failed: %s", exc)
                 try:
-                    self._send("shutdown", None, internal=True).result(self.shutdown_timeout)
-                except HarnessError as exc:
-                    log.debug("shutdown request failed: %s", exc)
-            self.transport.terminate(self.shutdown_timeout)
-            if reader is not threading.current_thread():
-                reader.join(timeout=max(self.shutdown_timeout, 1.0) + 5.0)
-                if reader.is_alive():
-                    log.warning("reader thread did not stop")
-            self.transport.release()
-            self._fail_all(TransportClosed("client closed"))
+                    link.channel.finish(timeout)
+                except Exception as exc:  # pragma: no cover - defensive
+                    log.debug("finishing the runtime failed: %s", exc)
+                if link.reader is not None and link.reader is not threading.current_thread():
+                    link.reader.join(timeout=5)
+            finally:
+                self._discard_link(link)
 
-    @property
-    def closed(self) -> bool:
-        return self._closing or self._closed_error is not None
+    def _discard_link(self, link: _Link) -> None:
+        self._fail_link(link, TransportClosedError(_RUNTIME_CLOSED))
+        link.channel.release()
+        if self._link is link:
+            self._link = None
+            self._proc = None
 
     def __enter__(self) -> "HarnessClient":
-        return self.start()
+        self.start()
+        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------ requests
 
-    def request_async(self, method: str, params: Any = None) -> PendingRequest:
-        """Send a request and return at once; see :meth:`PendingRequest.result`."""
+    def initialize(
+        self,
+        *,
+        cwd: str,
+        provider: str,
+        model: str,
+        max_tokens: int | None = None,
+    ) -> InitializeResponse:
+        """Send ``initialize`` with *cwd* made absolute. On any failure the
+        runtime is closed before the exception propagates.
 
-        return self._send(method, params, internal=False)
-
-    def request(self, method: str, params: Any = None, timeout: float | None | Any = DEFAULT) -> Any:
-        """Send a request and wait for its result.
-
-        Raises :class:`RpcError` for an error response, :class:`RequestTimeout`
-        after *timeout* seconds (default: ``request_timeout``; None: forever),
-        :class:`TransportClosed` when the connection ends first.
+        ``max_tokens`` (addition) becomes harnessd's ``maxTokens``. A
+        configured ``auth_token`` is sent as ``authToken`` on NDJSON network
+        connections, where harnessd expects it.
         """
 
-        return self._send(method, params, internal=False).result(timeout)
-
-    def initialize(self, timeout: float | None | Any = DEFAULT, **params: Any) -> dict[str, Any]:
-        """Send ``initialize``. Keyword names are the wire names (``clientInfo``);
-        ``max_tokens``, ``client_info``, ``protocol_version`` and
-        ``auth_token`` are accepted as aliases. None values are left out."""
-
-        wire = {_PARAM_ALIASES.get(k, k): v for k, v in params.items() if v is not None}
-        result = self.request("initialize", wire, timeout=timeout)
-        if not isinstance(result, dict):
-            raise ProtocolError(f"initialize result is not an object: {result!r}")
-        server_info = result.get("serverInfo")
-        if not isinstance(server_info, dict):
-            raise ProtocolError(f"initialize result has no serverInfo object: {result!r}")
-        self.initialize_result = result
-        self.server_info = server_info
-        return result
+        try:
+            params: JsonObject = {"cwd": str(Path(cwd).resolve()), "provider": provider, "model": model}
+            if max_tokens is not None:
+                params["maxTokens"] = max_tokens
+            if self.config.auth_token is not None and self.config.address is not None:
+                params["authToken"] = self.config.auth_token
+            return self.request("initialize", params, response_model=InitializeResponse)
+        except BaseException:
+            self.close()
+            raise
 
     def session_prompt(
         self,
         session_id: str,
-        content: PromptInput,
-        timeout: float | None | Any = DEFAULT,
+        content_blocks: list[JsonObject],
+        *,
+        on_notification: Callable[[Notification], None] | None = None,
+        notification_subscription: NotificationSubscription | None = None,
+        timeout_seconds: float | None = None,
     ) -> SessionPromptResponse:
-        """Run one turn and return its validated result.
+        """Run one turn; its response says how it ended.
 
-        *content* is a string (one text block) or a list of content blocks.
-        A result that does not match PROTOCOL.md raises :class:`ProtocolError`.
+        With *on_notification*, the session's notifications (those whose
+        ``sessionId``, ``parentSessionId`` or ``childSessionId`` is
+        *session_id*) are passed to it on this thread, in order, all before
+        this returns. A malformed result raises
+        :class:`~deepseek_harness.errors.ValidationError` (a ``ValueError``).
+        ``timeout_seconds`` (addition) overrides the configured request
+        timeout.
         """
 
-        params = {"sessionId": session_id, "contentBlocks": content_blocks(content)}
-        return SessionPromptResponse.from_result(self.request("session/prompt", params, timeout=timeout))
+        return self.request(
+            "session/prompt",
+            {"sessionId": session_id, "contentBlocks": content_blocks},
+            response_model=SessionPromptResponse,
+            timeout_seconds=timeout_seconds,
+            on_notification=on_notification,
+            notification_filter=_session_filter(session_id),
+            notification_subscription=notification_subscription,
+        )
 
-    def session_cancel(self, session_id: str, timeout: float | None | Any = DEFAULT) -> bool:
-        """Cancel the running turn of a session; True when one was running."""
+    def session_cancel(self, session_id: str, *, timeout_seconds: float | None = None) -> bool:
+        """Cancel the session's running turn (harnessd's ``session/cancel``,
+        an addition). True when a turn was running; its prompt is then
+        answered with status ``"aborted"``."""
 
-        result = self.request("session/cancel", {"sessionId": session_id}, timeout=timeout)
+        result = self._call("session/cancel", {"sessionId": session_id}, timeout_seconds=timeout_seconds)
         if not isinstance(result, dict) or not isinstance(result.get("cancelled"), bool):
-            raise ProtocolError(f"session/cancel result is malformed: {result!r}")
+            raise ValidationError(f"session/cancel result must be {{\"cancelled\": bool}}, got {result!r}")
         return result["cancelled"]
 
-    def shutdown(self, timeout: float | None | Any = DEFAULT) -> None:
-        """Send ``shutdown`` without closing the client (see :meth:`close`)."""
+    def request(
+        self,
+        method: str,
+        params: JsonObject | None,
+        *,
+        response_model: type[ModelT],
+        timeout_seconds: float | None = None,
+        on_notification: Callable[[Notification], None] | None = None,
+        notification_filter: NotificationFilter | None = None,
+        notification_subscription: NotificationSubscription | None = None,
+    ) -> ModelT:
+        """Send a request and return its result validated by *response_model*.
 
-        self.request("shutdown", None, timeout=timeout)
+        ``params=None`` sends no ``params``. Raises ``TimeoutError`` after
+        ``timeout_seconds`` (default: the configured request timeout),
+        :class:`JsonRpcError` for an error response, ``TypeError`` when the
+        result is not an object, :class:`TransportClosedError` when the
+        runtime goes away. With *on_notification*, notifications accepted by
+        *notification_filter* (or queued in *notification_subscription*)
+        are passed to it on this thread until the response has arrived,
+        then once more.
+        """
+
+        result = self._call(
+            method,
+            params,
+            timeout_seconds=timeout_seconds,
+            on_notification=on_notification,
+            notification_filter=notification_filter,
+            notification_subscription=notification_subscription,
+        )
+        if not isinstance(result, dict):
+            raise ResponseTypeError(f"{method} response must be a JSON object")
+        return response_model.model_validate(result)
 
     # ------------------------------------------------------------------ notifications
 
-    def subscribe_notifications(self, callback: NotificationCallback) -> Subscription:
-        """Call *callback(notification)* for every notification from now on."""
+    def next_notification(self, timeout_seconds: float | None = None) -> Notification:
+        """Pop the oldest notification that no subscription took.
 
-        with self._lock:
-            key = next(self._sub_keys)
-            self._subscribers[key] = callback
-        return Subscription(self, key)
-
-    def subscribe_session_notifications(self, session_id: str, callback: NotificationCallback) -> Subscription:
-        """Like :meth:`subscribe_notifications`, for notifications whose
-        ``sessionId``, ``parentSessionId`` or ``childSessionId`` is *session_id*."""
-
-        def matching(notification: Notification) -> None:
-            if notification.concerns(session_id):
-                callback(notification)
-
-        return self.subscribe_notifications(matching)
-
-    def next_notification(self, timeout: float | None = None) -> Notification:
-        """Pop the oldest buffered notification, waiting up to *timeout* seconds.
-
-        Raises :class:`NotificationTimeout` when none arrives in time and
-        :class:`TransportClosed` once the connection is closed and the
-        buffer is empty. The buffer keeps the newest ``notification_buffer``
-        notifications.
+        Blocks until one arrives (``timeout_seconds``, an addition, bounds
+        the wait with ``TimeoutError``). Raises the queued
+        :class:`TransportClosedError` once the runtime has gone away.
         """
 
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._notify_cond:
-            while not self._buffer:
-                if self._closed_error is not None:
-                    raise _copy_closed(self._closed_error)
-                if not self._started:
-                    raise TransportClosed("client not started")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise NotificationTimeout(f"no notification within {timeout:g}s")
-                self._notify_cond.wait(remaining)
-            return self._buffer.popleft()
+        try:
+            item = self._notifications.get(timeout=timeout_seconds)
+        except queue.Empty:
+            raise TimeoutError("no notification arrived in time") from None
+        if isinstance(item, BaseException):
+            self._notifications.put(item)  # later calls raise it too
+            raise item
+        return item
+
+    def subscribe_notifications(
+        self, notification_filter: NotificationFilter | None = None
+    ) -> NotificationSubscription:
+        """Queue every notification *notification_filter* accepts (all of
+        them when it is None) from now on, instead of the global queue."""
+
+        subscription = NotificationSubscription(self, notification_filter)
+        with self._state:
+            self._subscriptions.append(subscription)
+        return subscription
+
+    def subscribe_session_notifications(self, session_id: str) -> NotificationSubscription:
+        """Subscribe to the notifications whose ``sessionId``,
+        ``parentSessionId`` or ``childSessionId`` is *session_id*."""
+
+        return self.subscribe_notifications(_session_filter(session_id))
+
+    def _remove_subscription(self, subscription: NotificationSubscription) -> None:
+        with self._state:
+            try:
+                self._subscriptions.remove(subscription)
+            except ValueError:
+                pass
 
     # ------------------------------------------------------------------ internals
 
-    def _unsubscribe(self, key: int) -> None:
-        with self._lock:
-            self._subscribers.pop(key, None)
+    def _call(
+        self,
+        method: str,
+        params: JsonObject | None,
+        *,
+        timeout_seconds: float | None = None,
+        on_notification: Callable[[Notification], None] | None = None,
+        notification_filter: NotificationFilter | None = None,
+        notification_subscription: NotificationSubscription | None = None,
+        internal: bool = False,
+    ) -> Any:
+        """Send *method* and return the raw ``result``."""
 
-    def _forget(self, pending: PendingRequest) -> None:
-        with self._lock:
-            if self._pending.get(pending.id) is pending:
-                del self._pending[pending.id]
-                self._abandoned.append(pending.id)
+        timeout = timeout_seconds if timeout_seconds is not None else self.config.request_timeout_seconds
+        deadline = None if timeout is None else time.monotonic() + timeout
+        subscription = notification_subscription
+        temporary = None
+        if on_notification is not None and subscription is None:
+            # Opened before the request is written, so nothing can slip past.
+            subscription = temporary = self.subscribe_notifications(notification_filter)
+        try:
+            pending = self._send(method, params, internal=internal)
+            try:
+                if on_notification is not None and subscription is not None:
+                    self._wait_draining(pending, subscription, on_notification, deadline)
+                elif not pending.event.wait(None if deadline is None else max(deadline - time.monotonic(), 0)):
+                    raise TimeoutError(f"{method} timed out waiting for DeepSeek Harness runtime")
+            except BaseException:
+                self._forget(pending)
+                raise
+        finally:
+            if temporary is not None:
+                temporary.close()
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
 
-    def _check_not_reader_thread(self, method: str) -> None:
-        if self._reader is not None and threading.current_thread() is self._reader:
-            raise HarnessError(
-                f"cannot wait for the response to {method} from a notification callback "
-                "(it runs on the reader thread that delivers responses)"
-            )
+    def _wait_draining(
+        self,
+        pending: _Pending,
+        subscription: NotificationSubscription,
+        on_notification: Callable[[Notification], None],
+        deadline: float | None,
+    ) -> None:
+        pending.add_waker(subscription._wake)
+        while True:
+            subscription.drain(on_notification)
+            if pending.event.is_set():
+                # Everything written before the response is queued by now.
+                subscription.drain(on_notification)
+                return
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"{pending.method} timed out waiting for DeepSeek Harness runtime")
+            subscription._wait(pending.event.is_set, remaining)
 
-    def _send(self, method: str, params: Any, *, internal: bool) -> PendingRequest:
-        if not isinstance(method, str) or not method:
-            raise ValueError("method must be a non-empty string")
-        with self._lock:
-            if self._closed_error is not None:
-                raise _copy_closed(self._closed_error)
-            if not self._started:
-                raise TransportClosed("client not started (call start() first)")
-            if self._closing and not internal:
-                raise TransportClosed("client closed")
-            request_id = next(self._ids)
+    def _send(self, method: str, params: JsonObject | None, *, internal: bool = False) -> _Pending:
+        link = self._link
+        if link is None:
+            raise TransportClosedError(_NOT_RUNNING)
+        if link.closing and not internal:
+            raise TransportClosedError(_RUNTIME_CLOSED)
+        request_id = str(uuid.uuid4())
         frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             frame["params"] = params
-        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
-        pending = PendingRequest(self, request_id, method)
-        with self._lock:
-            if self._closed_error is not None:
-                raise _copy_closed(self._closed_error)
+        payload = json.dumps(frame, separators=(",", ":")).encode("ascii")
+        pending = _Pending(request_id, method, link)
+        with self._state:
+            if link.error is not None:
+                raise _copy_closed(link.error)
             self._pending[request_id] = pending
         try:
             with self._write_lock:
-                self.transport.write(data)
+                link.channel.write_message(payload)
         except OSError as exc:
-            self._forget(pending)
-            log.debug("write of %s failed: %s", method, exc)
-            # The reader thread sees the end of the stream and records why
-            # (exit status, stderr tail); prefer its explanation.
-            reader = self._reader
-            if reader is not None and reader is not threading.current_thread():
-                reader.join(timeout=5)
-            with self._lock:
-                err = self._closed_error
-            if err is not None:
-                raise _copy_closed(err) from exc
-            raise TransportClosed(f"cannot write to {self.transport.describe()}: {exc}") from exc
+            with self._state:
+                self._pending.pop(request_id, None)
+            log.debug("writing %s failed: %s", method, exc)
+            raise link.channel.closed_error(_WRITE_FAILED) from exc
         return pending
 
-    def _read_loop(self) -> None:
+    def _forget(self, pending: _Pending) -> None:
+        with self._state:
+            if self._pending.get(pending.id) is pending:
+                del self._pending[pending.id]
+                self._forgotten.append(pending.id)
+
+    def _read_loop(self, link: _Link) -> None:
+        channel = link.channel
         try:
             while True:
-                try:
-                    line = self.transport.readline()
-                except (OSError, ValueError) as exc:
-                    log.debug("read failed: %s", exc)
+                data = channel.read_message()
+                if data is None:
                     break
-                if not line:
-                    break
+                if not data or data.isspace():
+                    continue
                 try:
-                    self._handle_line(line)
+                    message = json.loads(data)
+                except (ValueError, RecursionError):
+                    # Runtimes may print warnings on stdout; they are not frames.
+                    log.debug("ignoring non-JSON line from runtime: %r", bytes(data[:200]))
+                    continue
+                del data
+                if not isinstance(message, dict):
+                    log.debug("ignoring non-object frame from runtime")
+                    continue
+                try:
+                    self._handle_message(message)
                 except Exception:
-                    log.exception("failed to handle a frame from the runtime")
+                    log.exception("handling a frame from the runtime failed")
+        except OSError as exc:
+            log.debug("reading from the runtime failed: %s", exc)
+        except Exception:  # pragma: no cover - defensive
+            log.exception("reader thread failed")
         finally:
-            self._finish_reader()
-
-    def _finish_reader(self) -> None:
-        reason = self._close_reason
-        if reason is not None:
-            err = TransportClosed(reason)
-        else:
+            reason = _RUNTIME_CLOSED if link.closing else channel.eof_reason
             try:
-                err = self.transport.closed_error()
-            except Exception as exc:  # pragma: no cover - defensive
-                err = TransportClosed(f"connection closed ({exc})")
-        log.debug("transport closed: %s", err)
-        self._fail_all(err)
+                error = channel.closed_error(reason)
+            except Exception:  # pragma: no cover - defensive
+                error = TransportClosedError(reason)
+            self._fail_link(link, error)
 
-    def _fail_all(self, err: TransportClosed) -> None:
-        with self._notify_cond:
-            if self._closed_error is None:
-                self._closed_error = err
-            pending = list(self._pending.values())
-            self._pending.clear()
-            self._notify_cond.notify_all()
-        for request in pending:
-            request._settle(error=_copy_closed(err))
+    def _fail_link(self, link: _Link, error: TransportClosedError) -> None:
+        with self._state:
+            if link.error is not None:
+                return
+            link.error = error
+            pending = [p for p in self._pending.values() if p.link is link]
+            for p in pending:
+                del self._pending[p.id]
+            subscriptions, self._subscriptions = self._subscriptions, []
+        for p in pending:
+            p.settle(error=_copy_closed(error))
+        for subscription in subscriptions:
+            subscription._fail(_copy_closed(error))
+        self._notifications.put(_copy_closed(error))
 
-    def _handle_line(self, line: bytes) -> None:
-        text = line.strip()
-        if not text:
-            return
-        try:
-            frame = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            log.warning("ignoring malformed line from runtime (%s): %r", exc, text[:200])
-            return
-        if not isinstance(frame, dict):
-            log.warning("ignoring non-object frame from runtime: %r", text[:200])
-            return
-        has_id = "id" in frame
-        has_method = "method" in frame
-        if has_id and has_method:
-            log.warning(
-                "ignoring unexpected request from runtime (method %r, id %r)",
-                frame.get("method"),
-                frame.get("id"),
-            )
-        elif has_method:
-            self._handle_notification(frame)
-        elif has_id:
-            self._handle_response(frame)
-        else:
-            log.warning("ignoring frame with neither id nor method: %r", text[:200])
+    def _handle_message(self, message: dict[str, Any]) -> None:
+        """Route one parsed frame (called by the reader thread)."""
 
-    def _handle_notification(self, frame: dict[str, Any]) -> None:
-        method = frame["method"]
-        params = frame.get("params", {})
-        if not isinstance(method, str) or not isinstance(params, dict):
-            log.warning("ignoring malformed notification: %r", frame)
+        has_id = "id" in message
+        if "method" in message:
+            if has_id:
+                # A request from the runtime: the protocol has none, so it is
+                # neither answered nor taken as a response.
+                log.warning(
+                    "ignoring request frame from runtime (method %r, id %r)",
+                    message.get("method"),
+                    message.get("id"),
+                )
+                return
+            method = message["method"]
+            if not isinstance(method, str):
+                log.debug("ignoring notification with non-string method %r", method)
+                return
+            params = message.get("params")
+            self._dispatch(Notification(method, params if isinstance(params, dict) else {}))
             return
-        notification = Notification(method, params)
-        with self._notify_cond:
-            callbacks = list(self._subscribers.values())
-            self._buffer.append(notification)
-            self._notify_cond.notify_all()
-        for callback in callbacks:
-            try:
-                callback(notification)
-            except Exception:
-                log.exception("notification callback failed for %s", method)
+        if has_id:
+            self._resolve(message)
+            return
+        log.debug("ignoring frame with neither id nor method")
 
-    def _handle_response(self, frame: dict[str, Any]) -> None:
-        request_id = frame["id"]
-        if not isinstance(request_id, int) or isinstance(request_id, bool):
-            if request_id is None and "error" in frame:
-                log.warning("runtime reported an error for an unidentified request: %r", frame["error"])
-            else:
-                log.warning("ignoring response with foreign id %r", request_id)
+    def _dispatch(self, notification: Notification) -> None:
+        with self._state:
+            subscriptions = list(self._subscriptions)
+        delivered = False
+        for subscription in subscriptions:
+            accept = subscription._filter
+            if accept is not None:
+                try:
+                    if not accept(notification):
+                        continue
+                except Exception as exc:
+                    self._remove_subscription(subscription)
+                    subscription._fail(exc)
+                    continue
+            if subscription._put(notification):
+                delivered = True
+        if not delivered:
+            self._notifications.put(notification)
+
+    def _resolve(self, message: dict[str, Any]) -> None:
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            log.debug("ignoring response with id %r", request_id)
             return
-        with self._lock:
-            pending = self._pending.pop(request_id, None)
-            late = pending is None and request_id in self._abandoned
+        key = str(request_id)
+        with self._state:
+            pending = self._pending.pop(key, None)
+            forgotten = pending is None and key in self._forgotten
         if pending is None:
-            if late:
-                log.debug("ignoring late response to abandoned request %d", request_id)
-            else:
-                log.warning("ignoring response with unknown id %r", request_id)
+            if not forgotten:
+                log.debug("ignoring response with unknown id %r", request_id)
             return
-        has_result = "result" in frame
-        has_error = "error" in frame
-        if has_error and not has_result:
-            pending._settle(error=rpc_error_from_object(frame["error"], method=pending.method))
-        elif has_result and not has_error:
-            pending._settle(result=frame["result"])
+        error = message.get("error")
+        if error is not None:
+            pending.settle(error=error_from_response(error))
         else:
-            pending._settle(
-                error=ProtocolError(f"{pending.method}: response must have exactly one of result and error: {frame!r}")
-            )
+            pending.settle(result=message.get("result"))
+
+
+def _copy_closed(error: TransportClosedError) -> TransportClosedError:
+    # One exception object per raise: tracebacks of different threads
+    # would otherwise pile up on a shared instance.
+    return TransportClosedError(str(error), exit_code=error.exit_code, stderr_tail=error.stderr_tail)

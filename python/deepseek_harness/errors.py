@@ -1,6 +1,9 @@
-"""Exception hierarchy of the SDK.
+"""Exceptions of the SDK.
 
-Every exception the SDK raises on purpose derives from :class:`HarnessError`.
+The first three classes are upstream's hierarchy, with upstream's names and
+attributes, so ``except`` clauses written for upstream's SDK keep working.
+The rest are additions for harnessd's own error codes and for validation
+(standing in for pydantic's ``ValidationError``, which is a ``ValueError``).
 """
 
 from __future__ import annotations
@@ -9,107 +12,102 @@ from typing import Any
 
 __all__ = [
     "HarnessError",
-    "RuntimeNotFoundError",
-    "TransportClosed",
-    "HarnessTimeout",
-    "RequestTimeout",
-    "NotificationTimeout",
-    "ProtocolError",
-    "RpcError",
+    "TransportClosedError",
+    "JsonRpcError",
     "SessionBusyError",
+    "ServerOverloadedError",
+    "ValidationError",
+    "ResponseTypeError",
     "SESSION_BUSY",
+    "SERVER_OVERLOADED",
 ]
 
-#: JSON-RPC error code of an overlapping ``session/prompt`` (PROTOCOL.md §10).
+#: JSON-RPC code of a prompt for a session that already runs one (harnessd).
 SESSION_BUSY = -32001
+#: JSON-RPC code of a prompt refused by admission control (harnessd).
+SERVER_OVERLOADED = -32005
 
 
 class HarnessError(Exception):
-    """Base class of every error raised by the SDK."""
+    """Base of the failures of the SDK and of the runtime it talks to."""
 
 
-class RuntimeNotFoundError(HarnessError, FileNotFoundError):
-    """The ``harnessd`` binary could not be located."""
+class TransportClosedError(HarnessError):
+    """The runtime is gone: it exited, closed its output, refused a write,
+    or was never started.
 
-
-class TransportClosed(HarnessError):
-    """The connection to the runtime is closed (or was never opened).
-
-    ``returncode`` is the runtime's exit status when it was a child process
-    that has exited, and ``stderr_tail`` the last few KiB of its standard
-    error (empty for network transports). Both are also part of the message.
+    The message is a reason line, then ``exit code: N`` once the process has
+    exited, then ``stderr tail:`` and the last lines the runtime wrote to
+    stderr. ``exit_code`` and ``stderr_tail`` carry the same facts
+    (additions; ``None`` / ``""`` for network connections).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        returncode: int | None = None,
-        stderr_tail: str = "",
-    ) -> None:
+    def __init__(self, message: str, *, exit_code: int | None = None, stderr_tail: str = "") -> None:
         super().__init__(message)
-        self.returncode = returncode
+        self.exit_code = exit_code
         self.stderr_tail = stderr_tail
 
 
-class HarnessTimeout(HarnessError, TimeoutError):
-    """Base class of the SDK's timeouts; also a builtin :class:`TimeoutError`."""
+class JsonRpcError(HarnessError):
+    """The runtime answered a request with a JSON-RPC ``error`` object.
 
+    ``code`` is ``None`` unless the error carried an integer code;
+    ``str(exc)`` is the message.
+    """
 
-class RequestTimeout(HarnessTimeout):
-    """A request got no response within its timeout."""
-
-    def __init__(self, message: str, *, method: str, timeout: float | None) -> None:
+    def __init__(self, code: int | None, message: str, data: object | None = None) -> None:
         super().__init__(message)
-        self.method = method
-        self.timeout = timeout
-
-
-class NotificationTimeout(HarnessTimeout):
-    """:meth:`HarnessClient.next_notification` waited in vain."""
-
-
-class ProtocolError(HarnessError):
-    """The runtime sent something that does not follow PROTOCOL.md."""
-
-
-class RpcError(HarnessError):
-    """The runtime answered a request with a JSON-RPC error object."""
-
-    def __init__(self, code: int, message: str, data: Any = None, *, method: str | None = None) -> None:
-        text = f"{message} (code {code})"
-        if method:
-            text = f"{method}: {text}"
-        super().__init__(text)
         self.code = code
         self.message = message
         self.data = data
-        self.method = method
 
 
-class SessionBusyError(RpcError):
-    """``-32001``: the session already has a prompt in flight."""
+class SessionBusyError(JsonRpcError):
+    """Code ``-32001`` (addition): the session already runs a prompt."""
 
     @property
     def session_id(self) -> str | None:
+        if isinstance(self.data, dict) and isinstance(self.data.get("sessionId"), str):
+            return self.data["sessionId"]
+        return None
+
+
+class ServerOverloadedError(JsonRpcError):
+    """Code ``-32005`` (addition): harnessd's admission queue is full."""
+
+    @property
+    def retry_after_ms(self) -> int | None:
         if isinstance(self.data, dict):
-            value = self.data.get("sessionId")
-            if isinstance(value, str):
+            value = self.data.get("retryAfterMs")
+            if isinstance(value, int) and not isinstance(value, bool):
                 return value
         return None
 
 
-def rpc_error_from_object(error: Any, *, method: str | None = None) -> HarnessError:
-    """Build the exception for a response's ``error`` member.
+class ValidationError(HarnessError, ValueError):
+    """A response does not match its model (what pydantic's
+    ``ValidationError`` is upstream; likewise a ``ValueError``)."""
 
-    A malformed error object yields a :class:`ProtocolError`.
+
+class ResponseTypeError(ValidationError, TypeError):
+    """A result that must be a JSON object is not one.
+
+    Upstream's ``request()`` raises ``TypeError`` here; this is one, and a
+    ``ValueError`` too, so a malformed ``session/prompt`` result is a
+    ``ValueError`` whatever its shape.
     """
 
+
+def error_from_response(error: Any) -> JsonRpcError:
+    """The exception for a response's ``error`` member, however malformed."""
+
     if not isinstance(error, dict):
-        return ProtocolError(f"{method or 'response'}: error member is not an object: {error!r}")
+        return JsonRpcError(None, "JSON-RPC error", error)
     code = error.get("code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        code = None
     message = error.get("message")
-    if not isinstance(code, int) or isinstance(code, bool) or not isinstance(message, str):
-        return ProtocolError(f"{method or 'response'}: malformed error object: {error!r}")
-    cls = SessionBusyError if code == SESSION_BUSY else RpcError
-    return cls(code, message, error.get("data"), method=method)
+    if not isinstance(message, str) or not message:
+        message = "JSON-RPC error"
+    cls = {SESSION_BUSY: SessionBusyError, SERVER_OVERLOADED: ServerOverloadedError}.get(code, JsonRpcError)
+    return cls(code, message, error.get("data"))

@@ -1,9 +1,9 @@
-"""Shared fixtures.
+"""Shared fixtures: the harnessd binary, fake runtimes, network daemons.
 
 The daemon tests need a built harnessd: ``$HARNESSD_BIN``, or
-``build/harnessd`` at the repository root (``python/../build/harnessd``).
-When it is missing those tests fail with a message saying so; the
-fake-runtime tests (``-k fake``) need no daemon.
+``build/harnessd`` at the repository root. When it is missing those tests
+fail with a message saying so (they are not skipped); the fake-runtime tests
+need no daemon.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ FAKES_DIR = TESTS_DIR / "fakes"
 if str(PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(PYTHON_DIR))
 
-from deepseek_harness import DeepSeekHarness, HarnessConfig  # noqa: E402
+from deepseek_harness import DeepSeekHarness  # noqa: E402
 
 
 def default_harnessd_bin() -> Path:
@@ -50,8 +51,7 @@ def harnessd_missing() -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> None:
-    # Checked in the call phase, so a missing daemon makes its tests FAIL
-    # (not skip, and not merely error in a fixture).
+    # Checked in the call phase, so a missing daemon makes its tests FAIL.
     if "harnessd_bin" in getattr(item, "fixturenames", ()):
         reason = harnessd_missing()
         if reason:
@@ -71,39 +71,43 @@ def session_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def config(harnessd_bin: Path, session_root: Path) -> HarnessConfig:
-    return HarnessConfig(
-        runtime_bin=harnessd_bin,
-        session_root=session_root,
-        request_timeout=30.0,
-        shutdown_timeout=5.0,
-    )
+def harness(harnessd_bin: Path, session_root: Path, tmp_path: Path):
+    """A started harness on the real daemon with the keyless scripted provider."""
 
-
-@pytest.fixture
-def harness(config: HarnessConfig):
     if harnessd_missing():
         yield None  # the test fails in its call phase
         return
-    with DeepSeekHarness(config) as h:
+    h = DeepSeekHarness(
+        provider="scripted",
+        runtime_bin=str(harnessd_bin),
+        session_root=str(session_root),
+        cwd=str(tmp_path),
+        request_timeout_seconds=60,
+        shutdown_timeout_seconds=5,
+    )
+    with h:
         yield h
 
 
-def fake_command(name: str) -> list[str]:
-    """Command line running the fake runtime script *name*."""
+def fake_argv(name: str) -> tuple[str, ...]:
+    """launch_args_override running the fake runtime script *name*."""
 
-    return [sys.executable, str(FAKES_DIR / name)]
+    return (sys.executable, str(FAKES_DIR / name))
 
 
 @pytest.fixture
 def fake_bin(tmp_path: Path):
-    """Factory: an executable wrapper that runs a fake runtime script, so a
-    HarnessConfig(runtime_bin=...) can use it like harnessd."""
+    """Factory: an executable standing in for harnessd (it receives
+    ``--stdio`` like the real one and runs a fake runtime script)."""
 
-    def make(name: str) -> Path:
-        wrapper = tmp_path / f"fake-{Path(name).stem}"
+    def make(name: str, filename: str = "harnessd") -> Path:
+        directory = tmp_path / f"bin-{Path(name).stem}"
+        directory.mkdir(exist_ok=True)
+        wrapper = directory / filename
         wrapper.write_text(
-            f'#!/bin/sh\nexec "{sys.executable}" "{FAKES_DIR / name}" "$@"\n',
+            "#!/bin/sh\n"
+            f'[ "$1" = "--stdio" ] || {{ echo "expected --stdio, got: $*" >&2; exit 64; }}\n'
+            f'exec "{sys.executable}" "{FAKES_DIR / name}"\n',
             encoding="utf-8",
         )
         wrapper.chmod(0o755)
@@ -112,53 +116,83 @@ def fake_bin(tmp_path: Path):
     return make
 
 
-@pytest.fixture
-def tcp_daemon(harnessd_bin: Path, tmp_path: Path, session_root: Path):
-    """A harnessd listening on an ephemeral TCP port; yields "127.0.0.1:PORT"."""
+def read_log(root: Path, session_id: str) -> list[dict]:
+    """The JSONL log of a session whose id needs no escaping."""
 
-    if harnessd_missing():
-        yield None  # the test fails in its call phase
-        return
+    path = root / f"{session_id}.jsonl"
+    assert path.is_file(), f"missing session log {path}"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
-    ready = tmp_path / "ready.json"
-    stderr_path = tmp_path / "harnessd-tcp.stderr"
-    with open(stderr_path, "wb") as stderr:
-        proc = subprocess.Popen(
-            [
-                str(harnessd_bin),
-                "--listen", "tcp://127.0.0.1:0",
-                "--ready-file", str(ready),
-                "--session-root", str(session_root),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
+
+class ListeningDaemon:
+    """``harnessd --listen`` on ephemeral ports; ``urls`` are the bound URLs."""
+
+    def __init__(self, binary: Path, workdir: Path, session_root: Path, extra: list[str]) -> None:
+        self.ready = workdir / f"ready-{os.getpid()}-{time.monotonic_ns()}.json"
+        self.stderr_path = workdir / "harnessd-listen.stderr"
+        with open(self.stderr_path, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [str(binary), "--listen", "tcp://127.0.0.1:0", "--listen", "ws://127.0.0.1:0",
+                 "--ready-file", str(self.ready), "--session-root", str(session_root), *extra],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         deadline = time.monotonic() + 15
-        address = None
+        self.urls: list[str] = []
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"harnessd --listen exited with {proc.returncode}: "
-                    f"{stderr_path.read_text(errors='replace')[-4096:]}",
-                    pytrace=False,
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"harnessd --listen exited with {self.proc.returncode}: "
+                    f"{self.stderr_path.read_text(errors='replace')[-4096:]}"
                 )
             try:
-                info = json.loads(ready.read_text(encoding="utf-8"))
-                address = info["listen"][0]
+                self.urls = json.loads(self.ready.read_text(encoding="utf-8"))["listen"]
                 break
-            except (OSError, ValueError, KeyError, IndexError):
-                time.sleep(0.05)
-        if address is None:
-            pytest.fail("harnessd did not write its ready file within 15s", pytrace=False)
-        assert address.startswith("tcp://"), address
-        yield address[len("tcp://"):]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.02)
+        if not self.urls:
+            self.stop()
+            raise RuntimeError("harnessd did not write its ready file within 15s")
+
+    def url(self, scheme: str) -> str:
+        return next(u for u in self.urls if u.startswith(scheme + "://"))
+
+    def port(self, scheme: str) -> int:
+        return urllib.parse.urlsplit(self.url(scheme)).port
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=10)
+                self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def listening_daemon(harnessd_bin: Path, tmp_path: Path, session_root: Path):
+    """Factory for a network harnessd; stopped at the end of the test."""
+
+    daemons: list[ListeningDaemon] = []
+
+    def start(*extra: str) -> ListeningDaemon:
+        daemon = ListeningDaemon(harnessd_bin, tmp_path, session_root, list(extra))
+        daemons.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.stop()
+
+
+@pytest.fixture
+def fake_deepseek():
+    """A local OpenAI-compatible endpoint; yields the FakeDeepSeek."""
+
+    from servers import FakeDeepSeek
+
+    server = FakeDeepSeek()
+    yield server
+    server.stop()

@@ -1,35 +1,25 @@
-"""End-to-end tests against the real harnessd with the scripted provider."""
+"""End to end against the real harnessd (scripted provider unless noted)."""
 
 from __future__ import annotations
 
-import json
+import gc
 import os
+import shutil
 import signal
+import socket
+import ssl
 import threading
 import time
-from pathlib import Path
+import tracemalloc
 
 import pytest
 
-from deepseek_harness import (
-    DeepSeekHarness,
-    HarnessClient,
-    Notification,
-    RequestTimeout,
-    RpcError,
-    SessionBusyError,
-    TransportClosed,
-    session_log_filename,
-)
+from conftest import read_log
+from deepseek_harness import DeepSeekHarness, HarnessClient, HarnessConfig, InitializeResponse, Notification
+from deepseek_harness.errors import JsonRpcError, SessionBusyError, TransportClosedError
 
 
-def read_log(root: Path, session_id: str) -> list[dict]:
-    path = root / session_log_filename(session_id)
-    assert path.is_file(), f"missing session log {path}"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def run_retrying_busy(session, text, attempts=50, **kwargs):
+def run_when_idle(session, text, attempts=100, **kwargs):
     """Run, retrying while a just-cancelled turn is still settling."""
 
     for _ in range(attempts):
@@ -40,295 +30,242 @@ def run_retrying_busy(session, text, attempts=50, **kwargs):
     raise AssertionError("session stayed busy")
 
 
-def test_initialize(harness):
-    info = harness.server_info
-    assert info["name"] == "deepseek-harness-sdk-runtime"
-    assert harness.initialize_result["protocolVersion"] == 1
-    assert "scripted" in harness.initialize_result["capabilities"]["providers"]
+# ----------------------------------------------------------------- turns
 
 
-def test_turn_result(harness, session_root):
-    session = harness.session()
-    result = session.run("hello")
-    assert result.status == "ok"
-    assert result.reason == {"kind": "completed"}
-    assert result.final_response == "echo: hello"
-    assert result.session_id == session.id
-    assert result.session_root == session_root.resolve()
-    types = [e["type"] for e in result.events]
-    assert types[0] == "turn/start" and types[-1] == "turn/end"
-    assert "user/message" in types and "assistant/message" in types
-    assert result.events[-1]["data"]["reason"] == {"kind": "completed"}
-
-    # The durable log: header, then every event exactly as notified.
-    assert result.log_path.is_file()
-    lines = read_log(session_root, session.id)
-    assert lines[0]["type"] == "session" and lines[0]["id"] == session.id
-    assert lines[1:] == result.events
-
-
-def test_unicode_round_trip(harness):
-    text = "héllo 世界 🚀"
-    assert harness.session().run(text).final_response == f"echo: {text}"
-
-
-def test_content_blocks_input(harness):
-    result = harness.session().run([{"type": "text", "text": "from blocks"}])
-    assert result.final_response == "echo: from blocks"
-
-
-def test_callback_order_and_contiguous_seq(harness):
-    session = harness.session()
+def test_daemon_turn(harness, session_root):
+    assert harness.server_info.name == "deepseek-harness-sdk-runtime"
     seen: list[Notification] = []
-    threads = set()
-
-    def on_notification(n: Notification) -> None:
-        seen.append(n)
-        threads.add(threading.get_ident())
-
-    result = session.run("@chunks 8 4", on_notification=on_notification)
-    assert result.status == "ok"
-    assert result.final_response is not None and len(result.final_response.encode()) == 32
+    result = harness.run("hello", session_id="t1", on_notification=seen.append)
+    assert (result.status, result.reason, result.final_response) == ("ok", {"kind": "completed"}, "echo: hello")
+    assert result.session_root == str(session_root)
     assert seen == result.notifications
-    assert threads == {threading.get_ident()}
-    seqs = [n.event["seq"] for n in seen if n.method == "session.event"]
-    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
-    assert seqs[0] == 0
-    assert seen[0].event["type"] == "turn/start"
-    assert seen[-1].event["type"] == "turn/end"
-    chunks = [n.event for n in seen if n.event["type"] == "assistant/chunk"]
-    deltas = "".join(c["data"]["chunk"]["text"] for c in chunks if c["data"]["chunk"]["type"] == "text-delta")
-    assert deltas == result.final_response
-
-    # A second turn continues the sequence.
-    again = session.run("next")
-    assert again.events[0]["seq"] == seqs[-1] + 1
-    assert again.events[0]["data"]["turn"] == seen[0].event["data"]["turn"] + 1
+    assert [e["seq"] for e in result.events] == list(range(len(result.events)))
+    assert result.events[0]["type"] == "turn/start" and result.events[-1]["type"] == "turn/end"
+    # The log holds the same events, byte for byte as notified.
+    assert read_log(session_root, "t1")[1:] == result.events
+    again = harness.run([{"type": "text", "text": "héllo 世界 🚀"}], session_id="t1")
+    assert again.final_response == "echo: héllo 世界 🚀"
+    assert again.events[0]["seq"] == result.events[-1]["seq"] + 1
 
 
-def test_notifications_precede_response_on_reader_thread(harness):
-    """Every notification of a turn has been dispatched when the response resolves."""
-
-    client = harness.client
-    received: list[Notification] = []
-    sub = client.subscribe_session_notifications("order-check", received.append)
-    try:
-        for i in range(5):
-            before = len(received)
-            response = client.session_prompt("order-check", f"@chunks 3 2\nround {i}")
-            assert response.status == "ok"
-            turn = [n.event["type"] for n in received[before:]]
-            assert turn[0] == "turn/start" and turn[-1] == "turn/end", turn
-    finally:
-        sub.unsubscribe()
+def test_daemon_turn_outcomes(harness):
+    error = harness.run("@error boom")
+    assert error.status == "error"
+    assert error.reason == {"kind": "error", "message": "boom", "code": "SCRIPTED"}
+    assert error.final_response == ""
+    limited = harness.run("@max-tokens")
+    assert (limited.status, limited.reason) == ("error", {"kind": "max-tokens"})
 
 
-def test_other_sessions_notifications_ignored(harness):
-    a, b = harness.session("session-a"), harness.session("session-b")
-    results = {}
-
-    def worker(session):
-        results[session.id] = session.run("@delay 5\n@chunks 10 4")
-
-    threads = [threading.Thread(target=worker, args=(s,)) for s in (a, b)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    for session in (a, b):
-        result = results[session.id]
-        assert result.status == "ok"
-        assert result.notifications
-        assert all(n.params.get("sessionId") == session.id for n in result.notifications)
-        assert all(e["seq"] == i for i, e in enumerate(result.events))
-
-
-def test_overlapping_run_on_one_session_is_busy(harness):
-    session = harness.session()
-    started = threading.Event()
-    outcome: dict[str, object] = {}
-
-    def first():
+def test_daemon_subagent_traffic(harness, session_root):
+    result = harness.run("@subagent say hi", session_id="parent")
+    assert result.status == "ok", result.reason
+    assert result.final_response == "subagent said: echo: say hi"
+    methods = [n.method for n in result.notifications]
+    assert methods.count("subagent.started") == 1 and methods.count("subagent.finished") == 1
+    assert {n.payload.get("sessionId", "parent") for n in result.notifications} == {"parent"}
+    assert [e["seq"] for e in result.events] == list(range(len(result.events)))
+    child = next(n.payload["childSessionId"] for n in result.notifications if n.method == "subagent.started")
+    # The child's own events belong to no subscription of the parent's turn.
+    queued = []
+    while True:
         try:
-            outcome["first"] = session.run("@delay 50\n@chunks 10 8", on_notification=lambda n: started.set())
-        except Exception as exc:  # pragma: no cover - reported by the asserts
-            outcome["first"] = exc
-
-    thread = threading.Thread(target=first)
-    thread.start()
-    assert started.wait(10), "first turn produced no notification"
-    with pytest.raises(SessionBusyError) as info:
-        session.run("@delay 50\n@chunks 10 8")
-    thread.join(30)
-    err = info.value
-    assert err.code == -32001
-    assert err.session_id == session.id
-    assert session.id in err.message
-    first_result = outcome["first"]
-    assert not isinstance(first_result, Exception), first_result
-    assert first_result.status == "ok"
-    assert len(first_result.final_response) == 80
-    # Idle again once settled.
-    assert session.run("after").final_response == "echo: after"
+            queued.append(harness.client.next_notification(timeout_seconds=0))
+        except TimeoutError:
+            break
+    assert queued and {n.payload["sessionId"] for n in queued} == {child}
+    assert read_log(session_root, child)[0]["parentSession"] == "parent"
 
 
-def test_overlapping_runs_from_two_threads_exactly_one_busy(harness):
-    session = harness.session()
-    barrier = threading.Barrier(2)
-    outcomes = []
-
-    def worker():
-        barrier.wait()
-        try:
-            outcomes.append(session.run("@delay 50\n@chunks 10 8"))
-        except Exception as exc:
-            outcomes.append(exc)
-
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    busy = [o for o in outcomes if isinstance(o, SessionBusyError)]
-    ok = [o for o in outcomes if not isinstance(o, Exception) and o.status == "ok"]
-    assert len(busy) == 1 and len(ok) == 1, outcomes
+def test_daemon_no_stale_replay(harness):
+    for i in range(3):
+        harness.run(f"@chunks 3 4\nround {i}", session_id="stale")
+    assert harness.client._notifications.qsize() == 0
+    with pytest.raises(TimeoutError):
+        harness.client.next_notification(timeout_seconds=0.2)
 
 
-def test_concurrent_runs_on_two_sessions(harness):
+def test_daemon_concurrent_sessions_stay_apart(harness):
     results = {}
 
     def worker(name):
-        results[name] = harness.session(name).run("@delay 20\n@chunks 5 4")
+        results[name] = harness.run("@delay 5\n@chunks 10 4", session_id=name)
 
-    start = time.monotonic()
     threads = [threading.Thread(target=worker, args=(n,)) for n in ("left", "right")]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
-    elapsed = time.monotonic() - start
-    assert set(results) == {"left", "right"}
-    for result in results.values():
-        assert result.status == "ok"
-        assert len(result.final_response) == 20
-    assert elapsed < 5
+        t.join(60)
+    for name, result in results.items():
+        assert result.status == "ok" and len(result.final_response) == 40
+        assert {n.payload["sessionId"] for n in result.notifications} == {name}
 
 
-def test_error_turn(harness):
-    result = harness.session().run("@error boom")
-    assert result.status == "error"
-    assert result.reason["kind"] == "error"
-    assert "boom" in result.reason["message"]
-    assert result.final_response is None
-    assert result.events[-1]["type"] == "turn/end"
+def test_daemon_overlap_is_session_busy(harness):
+    session = harness.start_session("busy")
+    started = threading.Event()
+    outcome = {}
+
+    def first():
+        outcome["r"] = session.run("@delay 40\n@chunks 10 8", on_notification=lambda n: started.set())
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert started.wait(10)
+    with pytest.raises(SessionBusyError) as info:
+        session.run("second")
+    thread.join(30)
+    assert isinstance(info.value, JsonRpcError) and info.value.code == -32001
+    assert info.value.session_id == "busy"
+    assert outcome["r"].status == "ok" and len(outcome["r"].final_response) == 80
 
 
-def test_max_tokens_turn(harness):
-    result = harness.session().run("@max-tokens")
-    assert result.status == "error"
-    assert result.reason["kind"] == "max-tokens"
-
-
-def test_cancel(harness):
-    session = harness.session()
+def test_daemon_cancel_and_timeout(harness):
+    session = harness.start_session("cancel")
     started = threading.Event()
     outcome = {}
 
     def run():
-        outcome["result"] = session.run("@delay 100\n@chunks 50 4", on_notification=lambda n: started.set())
+        outcome["r"] = session.run("@delay 100\n@chunks 50 4", on_notification=lambda n: started.set())
 
     thread = threading.Thread(target=run)
     thread.start()
     assert started.wait(10)
     assert session.cancel() is True
     thread.join(30)
-    result = outcome["result"]
-    assert result.status == "aborted"
-    assert result.reason == {"kind": "aborted", "reason": "cancelled"}
+    assert (outcome["r"].status, outcome["r"].reason) == ("aborted", {"kind": "aborted", "reason": "cancelled"})
     assert session.cancel() is False
-
-
-def test_request_timeout(harness):
-    session = harness.session()
+    # A timed-out run cancels its turn, so the session is free again soon.
     start = time.monotonic()
-    with pytest.raises(RequestTimeout) as info:
-        session.run("@delay 2000\n@chunks 2 4", timeout=0.2)
-    assert isinstance(info.value, TimeoutError)
-    assert time.monotonic() - start < 2
-    # The SDK cancelled the turn; the session becomes usable again quickly.
-    assert run_retrying_busy(session, "later").final_response == "echo: later"
+    with pytest.raises(TimeoutError, match="session/prompt timed out"):
+        session.run("@delay 5000\n@chunks 2 4", timeout_seconds=0.3)
+    assert time.monotonic() - start < 3
+    assert run_when_idle(session, "later").final_response == "echo: later"
 
 
-def test_client_request_timeout(harness):
-    client = harness.client
-    with pytest.raises(RequestTimeout):
-        client.session_prompt("raw-timeout", "@delay 2000\n@chunks 2 4", timeout=0.2)
-    assert client.session_cancel("raw-timeout") is True
+def test_daemon_huge_turn_over_stdio(harnessd_bin, tmp_path):
+    """128 MiB of frames over stdio; the SDK keeps up and keeps nothing."""
+
+    argv = (str(harnessd_bin), "--stdio", "--store", "memory", "--log-level", "warn")
+    with DeepSeekHarness(provider="scripted", launch_args_override=argv, cwd=str(tmp_path),
+                         request_timeout_seconds=120) as harness:
+        harness.run("warm up", session_id="huge")
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            start = time.monotonic()
+            result = harness.run("@chunks 64 1048576", session_id="huge")
+            elapsed = time.monotonic() - start
+            assert result.status == "ok" and len(result.final_response) == 64 << 20
+            assert sum(1 for e in result.events if e["type"] == "assistant/chunk") >= 64
+            del result
+            gc.collect()
+            left = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        # Reading a byte per system call took minutes and tripped the
+        # daemon's write deadline; a buffered reader takes seconds.
+        assert elapsed < 60, elapsed
+        assert left < 2 << 20, left
+        assert harness.client._notifications.qsize() == 0
+        assert harness.run("still fine", session_id="huge").status == "ok"
 
 
-def test_subagent_turn(harness, session_root):
-    result = harness.session().run("@subagent say hi")
-    if result.status == "error" and "subagent" in json.dumps(result.reason).lower():
-        pytest.skip(f"daemon has no subagent tool yet: {result.reason}")
-    assert result.status == "ok", result.reason
-    assert result.final_response == "subagent said: echo: say hi"
-    methods = [n.method for n in result.notifications]
-    assert "subagent.started" in methods and "subagent.finished" in methods
-    started = next(n for n in result.notifications if n.method == "subagent.started")
-    child = started.params["childSessionId"]
-    finished = next(n for n in result.notifications if n.method == "subagent.finished")
-    assert finished.params["agentId"] == child and finished.params["status"] == "ok"
-    child_events = [n for n in result.notifications if n.method == "session.event" and n.params["sessionId"] == child]
-    assert child_events, "child session events must be part of the turn"
-    assert [e["seq"] for e in result.events] == list(range(len(result.events)))
-    header = read_log(session_root, child)[0]
-    assert header["parentSession"] == result.session_id and header["delegationDepth"] == 1
+# ----------------------------------------------------------------- environment
 
 
-def test_protocol_error_codes(harnessd_bin, session_root):
-    client = HarnessClient([harnessd_bin, "--stdio"], env={"DSH_SESSION_ROOT": str(session_root)}, request_timeout=10)
-    with client:
-        with pytest.raises(RpcError) as info:
-            client.session_prompt("s", "too early")
-        assert info.value.code == -32002
-        with pytest.raises(RpcError) as info:
-            client.request("no/such/method")
-        assert info.value.code == -32601
-        with pytest.raises(RpcError) as info:
-            client.initialize(provider="no-such-provider")
-        assert info.value.code == -32602
-        client.initialize(provider="scripted")
-        with pytest.raises(RpcError) as info:
-            client.initialize()
-        assert info.value.code == -32600
-        with pytest.raises(RpcError) as info:
-            client.request("session/prompt", {"sessionId": "s", "contentBlocks": []})
-        assert info.value.code == -32602
-        assert client.session_prompt("s", "fine").status == "ok"
+def test_daemon_honours_dsh_cwd_and_session_root(harnessd_bin, tmp_path):
+    root = tmp_path / "env-root"
+    config = HarnessConfig(runtime_bin=str(harnessd_bin), env={"DSH_CWD": "/srv/from-env", "DSH_SESSION_ROOT": str(root)},
+                           request_timeout_seconds=30)
+    with HarnessClient(config) as client:
+        # No cwd on the wire: the daemon falls back to DSH_CWD.
+        client.request("initialize", {"provider": "scripted"}, response_model=InitializeResponse)
+        assert client.session_prompt("env", [{"type": "text", "text": "hi"}]).status == "ok"
+    assert read_log(root, "env")[0]["cwd"] == "/srv/from-env"
+    # The harness sends its absolute cwd both ways.
+    work = tmp_path / "work"
+    work.mkdir()
+    with DeepSeekHarness(provider="scripted", runtime_bin=str(harnessd_bin), cwd=str(work),
+                         session_root=str(root)) as harness:
+        harness.run("hi", session_id="harness-cwd")
+    assert read_log(root, "harness-cwd")[0]["cwd"] == str(work.resolve())
 
 
-def test_close_is_idempotent_and_reaps(config):
-    harness = DeepSeekHarness(config).start()
-    assert harness.session().run("hi").ok
-    proc = harness.client.transport.process
-    harness.close()
-    harness.close()
-    assert proc.returncode == 0
-    with pytest.raises(ChildProcessError):
-        os.waitpid(proc.pid, os.WNOHANG)
-    with pytest.raises(TransportClosed):
-        harness.session().run("after close")
+def test_daemon_default_provider_needs_a_key(harnessd_bin, tmp_path, monkeypatch):
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    harness = DeepSeekHarness(runtime_bin=str(harnessd_bin), cwd=str(tmp_path))
+    with pytest.raises(JsonRpcError, match="no adapter registered") as info:
+        harness.run("Say hi.")
+    assert info.value.code == -32602
+    assert harness.client._proc is None  # initialization failure closed the runtime
 
 
-def test_close_lets_running_turn_settle(config):
-    harness = DeepSeekHarness(config).start()
-    session = harness.session()
+def test_daemon_deepseek_provider_gets_url_and_key(harnessd_bin, tmp_path, fake_deepseek, monkeypatch):
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    with DeepSeekHarness(runtime_bin=str(harnessd_bin), cwd=str(tmp_path), session_root=str(tmp_path / "s"),
+                         base_url=fake_deepseek.base_url, api_key="sk-test-key") as harness:
+        result = harness.run("Say hi.")
+    assert (result.status, result.final_response) == ("ok", fake_deepseek.reply)
+    request = fake_deepseek.requests[0]
+    assert request["path"] == "/chat/completions"
+    assert request["headers"]["Authorization"] == "Bearer sk-test-key"
+    assert request["body"]["model"] == "deepseek-v4-flash"
+
+
+# ----------------------------------------------------------------- lifecycle
+
+
+def test_daemon_killed_mid_turn(harness):
     started = threading.Event()
     outcome = {}
 
     def run():
         try:
-            outcome["r"] = session.run("@delay 20\n@chunks 10 2", on_notification=lambda n: started.set())
+            harness.run("@delay 100\n@chunks 50 4", on_notification=lambda n: started.set())
+        except Exception as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert started.wait(10)
+    os.kill(harness.client._proc.pid, signal.SIGKILL)
+    thread.join(10)
+    err = outcome["error"]
+    assert isinstance(err, TransportClosedError)
+    text = str(err)
+    assert text.startswith("DeepSeek Harness runtime stdout closed\nexit code: -9 (killed by SIGKILL)")
+    assert "stderr tail:" in text and "stdio: connected" in text
+    assert err.exit_code == -9
+
+
+def test_daemon_close_reaps_and_restarts(harnessd_bin, tmp_path):
+    harness = DeepSeekHarness(provider="scripted", runtime_bin=str(harnessd_bin), cwd=str(tmp_path),
+                              session_root=str(tmp_path / "s"), shutdown_timeout_seconds=5)
+    assert harness.run("one").status == "ok"
+    proc = harness.client._proc
+    harness.close()
+    harness.close()
+    assert proc.returncode == 0 and harness.client._proc is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(proc.pid, os.WNOHANG)
+    assert harness.run("two").final_response == "echo: two"
+    assert harness.client._proc.pid != proc.pid
+    harness.close()
+
+
+def test_daemon_close_lets_a_running_turn_settle(harnessd_bin, tmp_path):
+    harness = DeepSeekHarness(provider="scripted", runtime_bin=str(harnessd_bin), cwd=str(tmp_path),
+                              session_root=str(tmp_path / "s"), shutdown_timeout_seconds=10)
+    harness.start()
+    started = threading.Event()
+    outcome = {}
+
+    def run():
+        try:
+            outcome["r"] = harness.run("@delay 20\n@chunks 10 2", on_notification=lambda n: started.set())
         except Exception as exc:
             outcome["r"] = exc
 
@@ -337,64 +274,138 @@ def test_close_lets_running_turn_settle(config):
     assert started.wait(10)
     harness.close()
     thread.join(10)
-    result = outcome["r"]
-    assert not isinstance(result, Exception), result
-    assert result.status == "ok" and len(result.final_response) == 20
+    assert not isinstance(outcome["r"], Exception), outcome["r"]
+    assert outcome["r"].status == "ok" and len(outcome["r"].final_response) == 20
 
 
-def test_killed_runtime_surfaces_error(config):
-    with DeepSeekHarness(config) as harness:
-        session = harness.session()
+def test_daemon_error_responses(harnessd_bin, tmp_path):
+    with HarnessClient(HarnessConfig(runtime_bin=str(harnessd_bin), env={"DSH_SESSION_ROOT": str(tmp_path)})) as client:
+        with pytest.raises(JsonRpcError) as info:
+            client.session_prompt("s", [{"type": "text", "text": "too early"}])
+        assert info.value.code == -32002
+        with pytest.raises(JsonRpcError) as info:
+            client.initialize(cwd=str(tmp_path), provider="no-such-provider", model="m")
+        assert info.value.code == -32602
+        assert client._proc is None  # initialize closes the runtime on failure
+
+
+# ----------------------------------------------------------------- network additions
+
+
+def network_turns(harness: DeepSeekHarness) -> None:
+    seen = []
+    result = harness.run("hello over the network", session_id="net", on_notification=seen.append)
+    assert (result.status, result.final_response) == ("ok", "echo: hello over the network")
+    assert seen == result.notifications
+    big = harness.run("@chunks 3 100000", session_id="net-big")  # frames past 64 KiB
+    assert len(big.final_response) == 300000
+    assert harness.client._notifications.qsize() == 0
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "ws"])
+def test_daemon_network_connection(listening_daemon, tmp_path, scheme):
+    daemon = listening_daemon()
+    address = daemon.url(scheme) + ("/" if scheme == "ws" else "")
+    with DeepSeekHarness(provider="scripted", address=address, cwd=str(tmp_path)) as harness:
+        network_turns(harness)
+        assert harness.client._proc is None
+        session = harness.start_session("net-cancel")
         started = threading.Event()
         outcome = {}
-
-        def run():
-            try:
-                session.run("@delay 100\n@chunks 50 4", on_notification=lambda n: started.set())
-            except Exception as exc:
-                outcome["error"] = exc
-
-        thread = threading.Thread(target=run)
+        thread = threading.Thread(
+            target=lambda: outcome.setdefault("r", session.run("@delay 100\n@chunks 50 4",
+                                                               on_notification=lambda n: started.set())))
         thread.start()
         assert started.wait(10)
-        os.kill(harness.client.transport.process.pid, signal.SIGKILL)
-        thread.join(10)
-        err = outcome["error"]
-        assert isinstance(err, TransportClosed)
-        assert "SIGKILL" in str(err)
+        assert session.cancel() is True
+        thread.join(30)
+        assert outcome["r"].status == "aborted"
+    # Closing our connection does not stop the daemon; the session continues.
+    with DeepSeekHarness(provider="scripted", address=address, cwd=str(tmp_path)) as again:
+        assert again.run("second", session_id="net").events[0]["seq"] > 0
 
 
-def test_tcp(tcp_daemon, session_root):
-    with DeepSeekHarness(address=tcp_daemon, session_root=session_root, request_timeout=30) as harness:
-        assert harness.server_info["name"] == "deepseek-harness-sdk-runtime"
-        session = harness.session()
-        seen = []
-        result = session.run("hello over tcp", on_notification=seen.append)
-        assert result.status == "ok"
-        assert result.final_response == "echo: hello over tcp"
-        assert seen == result.notifications and seen[-1].event["type"] == "turn/end"
-        assert result.log_path.is_file()
-        with pytest.raises(RequestTimeout):
-            harness.session().run("@delay 2000\n@chunks 2 4", timeout=0.2)
-    # The daemon keeps serving other connections after our shutdown.
-    with DeepSeekHarness(address=tcp_daemon, session_root=session_root) as again:
-        result = again.session(session.id).run("second connection")
-        assert result.final_response == "echo: second connection"
-        assert result.events[0]["seq"] > 0
+def test_daemon_network_auth_token(listening_daemon, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    daemon = listening_daemon("--auth-token-file", str(token_file))
+    for scheme in ("tcp", "ws"):
+        with DeepSeekHarness(provider="scripted", address=daemon.url(scheme), auth_token="s3cret",
+                             cwd=str(tmp_path)) as harness:
+            assert harness.run("with token").status == "ok"
+    wrong = DeepSeekHarness(provider="scripted", address=daemon.url("tcp"), auth_token="wrong", cwd=str(tmp_path))
+    with pytest.raises(JsonRpcError) as info:
+        wrong.start()
+    assert info.value.code == -32004
+    with pytest.raises(TransportClosedError, match="401"):
+        DeepSeekHarness(provider="scripted", address=daemon.url("ws"), cwd=str(tmp_path)).start()
 
 
-def test_tcp_busy_across_connections(tcp_daemon):
-    with DeepSeekHarness(address=tcp_daemon) as one, DeepSeekHarness(address=tcp_daemon) as two:
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl tool to make a certificate")
+def test_daemon_tls_connections(listening_daemon, tmp_path):
+    from servers import TlsProxy, make_certificate
+
+    cert, key = make_certificate(tmp_path)
+    daemon = listening_daemon()
+    context = ssl.create_default_context(cafile=str(cert))
+    proxies = {scheme: TlsProxy(cert, key, daemon.port(scheme)) for scheme in ("tcp", "ws")}
+    try:
+        for address in (f"tls://127.0.0.1:{proxies['tcp'].port}", f"wss://127.0.0.1:{proxies['ws'].port}/"):
+            with DeepSeekHarness(provider="scripted", address=address, ssl_context=context,
+                                 cwd=str(tmp_path)) as harness:
+                network_turns(harness)
+        # The system trust store does not know the self-signed certificate.
+        with pytest.raises(TransportClosedError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            DeepSeekHarness(provider="scripted", address=f"tls://127.0.0.1:{proxies['tcp'].port}").start()
+    finally:
+        for proxy in proxies.values():
+            proxy.stop()
+
+
+def test_daemon_busy_across_connections(listening_daemon, tmp_path):
+    daemon = listening_daemon()
+    address = daemon.url("tcp")
+    with DeepSeekHarness(provider="scripted", address=address) as one, \
+            DeepSeekHarness(provider="scripted", address=address) as two:
         started = threading.Event()
         outcome = {}
-
-        def run():
-            outcome["r"] = one.session("shared").run("@delay 50\n@chunks 10 8", on_notification=lambda n: started.set())
-
-        thread = threading.Thread(target=run)
+        thread = threading.Thread(target=lambda: outcome.setdefault(
+            "r", one.run("@delay 40\n@chunks 10 8", session_id="shared", on_notification=lambda n: started.set())))
         thread.start()
         assert started.wait(10)
         with pytest.raises(SessionBusyError):
-            two.session("shared").run("hi")
+            two.run("hi", session_id="shared")
         thread.join(30)
         assert outcome["r"].status == "ok"
+
+
+def test_fake_unreachable_address():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    with pytest.raises(TransportClosedError, match="cannot connect"):
+        DeepSeekHarness(provider="scripted", address=f"tcp://127.0.0.1:{port}").start()
+
+
+def test_daemon_network_peer_dies_mid_turn(listening_daemon, tmp_path):
+    daemon = listening_daemon()
+    harness = DeepSeekHarness(provider="scripted", address=daemon.url("tcp"), cwd=str(tmp_path))
+    started = threading.Event()
+    outcome = {}
+
+    def run():
+        try:
+            harness.run("@delay 100\n@chunks 50 4", on_notification=lambda n: started.set())
+        except Exception as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert started.wait(10)
+    daemon.proc.kill()
+    thread.join(10)
+    err = outcome["error"]
+    assert isinstance(err, TransportClosedError)
+    assert str(err).startswith("DeepSeek Harness runtime connection closed\nconnection: tcp://127.0.0.1:")
+    harness.close()

@@ -1,0 +1,316 @@
+"""High-level API: a harness that owns one runtime, its sessions, and the
+result of a turn.
+
+``DeepSeekHarness`` starts the runtime lazily, on first use, and keeps it for
+later turns. ``Session.run`` sends one prompt and returns when the prompt's
+response arrives: that response says how the turn ended, and every
+notification of the turn precedes it on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .client import HarnessClient, HarnessConfig
+from .errors import HarnessError
+from .models import JsonObject, Notification, ServerInfo
+
+__all__ = [
+    "DeepSeekHarnessConfig",
+    "DeepSeekHarness",
+    "Session",
+    "TurnResult",
+    "normalize_input",
+    "final_response",
+]
+
+log = logging.getLogger("deepseek_harness")
+
+
+@dataclass(slots=True)
+class DeepSeekHarnessConfig:
+    """Options of :class:`DeepSeekHarness`.
+
+    ``cwd`` (default: this process's working directory) is the agent's
+    working directory: sent with ``initialize`` and as ``DSH_CWD``.
+    ``runtime_cwd`` (default: ``cwd``) is where the runtime process runs.
+    ``session_root`` becomes ``DSH_SESSION_ROOT``, ``base_url`` and
+    ``api_key`` ``DEEPSEEK_BASE_URL`` and ``DEEPSEEK_API_KEY``; ``cordis``
+    sets ``DSH_CORDIS_CONFIG``, which harnessd does not use. The ``deepseek``
+    provider needs an API key; ``provider="scripted"`` runs without one.
+
+    Additions: ``max_tokens`` (harnessd's ``maxTokens``), and ``address``,
+    ``auth_token``, ``ssl_context`` to use a listening harnessd (see
+    :class:`~deepseek_harness.client.HarnessConfig`).
+    """
+
+    provider: str = "deepseek"
+    model: str = "deepseek-v4-flash"
+    cwd: str | None = None
+    runtime_cwd: str | None = None
+    session_root: str | None = None
+    cordis: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    runtime_bin: str | None = None
+    launch_args_override: tuple[str, ...] | None = None
+    request_timeout_seconds: float | None = None
+    shutdown_timeout_seconds: float | None = 1.0
+    base_url: str | None = None
+    api_key: str | None = None
+    max_tokens: int | None = None
+    address: str | None = None
+    auth_token: str | None = None
+    ssl_context: ssl.SSLContext | None = None
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """What one turn produced.
+
+    ``status`` (``"ok"``, ``"error"`` or ``"aborted"``) and ``reason`` (the
+    TurnEndReason object) come from the prompt's response. ``events`` are
+    this session's events of the turn, ``notifications`` the notifications
+    of this session and of its direct subagents' start and finish, in
+    arrival order. ``final_response`` is the text of the last
+    ``assistant/message`` event, ``""`` when there is none.
+    """
+
+    session_id: str
+    status: str
+    final_response: str
+    events: list[JsonObject]
+    notifications: list[Notification]
+    session_root: str | None = None
+    reason: JsonObject = field(default_factory=dict)
+
+
+def normalize_input(input: str | Sequence[JsonObject]) -> list[JsonObject]:
+    """A string becomes one text block; a list of content blocks is kept."""
+
+    if isinstance(input, str):
+        return [{"type": "text", "text": input}]
+    if isinstance(input, list):
+        return input
+    if isinstance(input, tuple):
+        return list(input)
+    raise TypeError(f"input must be a string or a list of content blocks, not {type(input).__name__}")
+
+
+def final_response(events: Sequence[JsonObject]) -> str:
+    """Text of the last ``assistant/message`` among *events*, or ``""``."""
+
+    for event in reversed(events):
+        if not isinstance(event, dict) or event.get("type") != "assistant/message":
+            continue
+        data = event.get("data")
+        if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+            continue
+        return "".join(
+            str(block.get("text") or "")
+            for block in data["content"]
+            if isinstance(block, dict) and block.get("type") == "text"
+        )
+    return ""
+
+
+class DeepSeekHarness:
+    """One runtime and the sessions run on it.
+
+    ``DeepSeekHarness(config)`` or ``DeepSeekHarness(**options)`` (both at
+    once is a ``TypeError``). The runtime starts at the first :meth:`run`,
+    :meth:`start_session` or ``with`` block, and stays until :meth:`close`;
+    a closed harness starts again when used.
+    """
+
+    def __init__(self, config: DeepSeekHarnessConfig | None = None, **kwargs: Any) -> None:
+        if config is not None and kwargs:
+            raise TypeError("pass either a DeepSeekHarnessConfig or keyword options, not both")
+        self.config = config if config is not None else DeepSeekHarnessConfig(**kwargs)
+        config = self.config
+        self._cwd = Path(config.cwd or Path.cwd()).resolve()
+        self._runtime_cwd = Path(config.runtime_cwd).resolve() if config.runtime_cwd else self._cwd
+        env = {str(k): str(v) for k, v in config.env.items()}
+        if config.session_root is not None:
+            env["DSH_SESSION_ROOT"] = os.fspath(config.session_root)
+        if config.cordis is not None:
+            env["DSH_CORDIS_CONFIG"] = os.fspath(config.cordis)
+        env["DSH_CWD"] = str(self._cwd)
+        if config.base_url is not None:
+            env["DEEPSEEK_BASE_URL"] = config.base_url
+        if config.api_key is not None:
+            env["DEEPSEEK_API_KEY"] = config.api_key
+        self._client = HarnessClient(
+            HarnessConfig(
+                runtime_bin=config.runtime_bin,
+                launch_args_override=config.launch_args_override,
+                cwd=str(self._runtime_cwd),
+                env=env,
+                request_timeout_seconds=config.request_timeout_seconds,
+                shutdown_timeout_seconds=config.shutdown_timeout_seconds,
+                address=config.address,
+                auth_token=config.auth_token,
+                ssl_context=config.ssl_context,
+            )
+        )
+        self._lock = threading.RLock()
+        self._started = False
+        self._server_info: ServerInfo | None = None
+
+    @property
+    def client(self) -> HarnessClient:
+        """The low-level client (available before the runtime starts)."""
+
+        return self._client
+
+    @property
+    def server_info(self) -> ServerInfo | None:
+        """``serverInfo`` from the last ``initialize`` (addition)."""
+
+        return self._server_info
+
+    def start(self) -> None:
+        """Start the runtime and send ``initialize``, unless already done.
+
+        If ``initialize`` fails, the runtime is closed and the error raised.
+        """
+
+        with self._lock:
+            if self._started:
+                return
+            self._client.start()
+            response = self._client.initialize(
+                cwd=str(self._cwd),
+                provider=self.config.provider,
+                model=self.config.model,
+                max_tokens=self.config.max_tokens,
+            )
+            self._server_info = response.serverInfo
+            self._started = True
+
+    def close(self) -> None:
+        """Shut the runtime down (see :meth:`HarnessClient.close`)."""
+
+        with self._lock:
+            self._started = False
+            self._client.close()
+
+    def start_session(self, session_id: str | None = None) -> "Session":
+        """A session handle (default id ``session-<hex>``). harnessd creates
+        the session at its first prompt; an existing id continues it."""
+
+        self.start()
+        return Session(self, session_id if session_id is not None else f"session-{uuid.uuid4().hex}")
+
+    def run(
+        self,
+        input: str | list[JsonObject],
+        *,
+        session_id: str | None = None,
+        on_notification: Callable[[Notification], None] | None = None,
+    ) -> TurnResult:
+        """Run one turn on a (new, unless *session_id* is given) session."""
+
+        return self.start_session(session_id).run(input, on_notification=on_notification)
+
+    def __enter__(self) -> "DeepSeekHarness":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Session:
+    """One conversation on a harness, by id."""
+
+    def __init__(self, harness: DeepSeekHarness, session_id: str) -> None:
+        self.harness = harness
+        self.id = session_id
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r})"
+
+    def run(
+        self,
+        input: str | list[JsonObject],
+        *,
+        on_notification: Callable[[Notification], None] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> TurnResult:
+        """Send one prompt and return the settled turn.
+
+        *on_notification* gets each of the turn's notifications on this
+        thread, in order, all before ``run`` returns. If it raises, or the
+        response does not arrive within ``timeout_seconds`` (addition;
+        default: the configured request timeout), the turn is cancelled
+        (addition: harnessd's ``session/cancel``) and the exception raised.
+        """
+
+        blocks = normalize_input(input)
+        self.harness.start()
+        client = self.harness.client
+        notifications: list[Notification] = []
+        events: list[JsonObject] = []
+        callback_failed = False
+
+        def collect(notification: Notification) -> None:
+            nonlocal callback_failed
+            notifications.append(notification)
+            if on_notification is not None:
+                try:
+                    on_notification(notification)
+                except BaseException:
+                    callback_failed = True
+                    raise
+            if notification.method == "session.event":
+                event = notification.payload.get("event")
+                if isinstance(event, dict):
+                    events.append(event)
+
+        with client.subscribe_session_notifications(self.id) as subscription:
+            try:
+                response = client.session_prompt(
+                    self.id,
+                    blocks,
+                    on_notification=collect,
+                    notification_subscription=subscription,
+                    timeout_seconds=timeout_seconds,
+                )
+            except TimeoutError:
+                self._cancel_without_waiting()
+                raise
+            except BaseException:
+                if callback_failed:
+                    self._cancel_without_waiting()
+                raise
+        return TurnResult(
+            session_id=self.id,
+            status=response.status,
+            final_response=final_response(events),
+            events=events,
+            notifications=notifications,
+            session_root=self.harness.config.session_root,
+            reason=response.reason,
+        )
+
+    def cancel(self, *, timeout_seconds: float | None = None) -> bool:
+        """Cancel this session's running turn (addition); True when one ran."""
+
+        return self.harness.client.session_cancel(self.id, timeout_seconds=timeout_seconds)
+
+    def _cancel_without_waiting(self) -> None:
+        # The caller is already on its way out with an exception; the turn
+        # should not keep the session busy, but nobody waits for the answer.
+        client = self.harness.client
+        try:
+            pending = client._send("session/cancel", {"sessionId": self.id})
+            client._forget(pending)
+        except HarnessError as exc:
+            log.debug("cancelling %s failed: %s", self.id, exc)
