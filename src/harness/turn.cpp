@@ -88,10 +88,11 @@ class TurnRun final : public llm::ChunkSink {
     views_.clear();
     for (const auto& [offset, size] : spans_) views_.emplace_back(block_.data() + offset, size);
     session_.write_events(views_);
-    since_yield_ += spans_.size();
+    const std::size_t count = spans_.size();
+    since_yield_ += count;
     spans_.clear();
     const std::size_t size = block_.size();
-    const bool delivered = co_await sink_.on_events(std::move(block_));
+    const bool delivered = co_await sink_.on_events(std::move(block_), count);
     block_ = std::string();
     block_.reserve(size);  // the next batch is likely as large
     if (!delivered) cancel_.cancel("connection closed");

@@ -47,9 +47,8 @@ class OutboxSink final : public harness::EventSink {
     return Envelope{std::move(envelope.before), std::move(envelope.after)};
   }
 
-  asio::awaitable<bool> on_events(std::string block) override {
-    const auto count = static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n'));
-    const bool queued = co_await outbox_->push(std::move(block));
+  asio::awaitable<bool> on_events(std::string block, std::size_t count) override {
+    const bool queued = co_await outbox_->push(std::move(block), count);
     if (queued) metrics_.notifications_queued(count);
     co_return queued;
   }
@@ -160,14 +159,13 @@ void Connection::stop() {
 
 asio::awaitable<void> Connection::writer() {
   std::vector<std::string> batch;
+  std::uint64_t frames_before = 0;
   auto self = shared_from_this();
   while (co_await outbox_->take(batch)) {
     std::size_t bytes = 0;
-    std::size_t frames = 0;
-    for (const std::string& block : batch) {
-      bytes += block.size();
-      frames += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n'));
-    }
+    for (const std::string& block : batch) bytes += block.size();
+    const std::uint64_t frames = outbox_->frames_taken() - frames_before;
+    frames_before = outbox_->frames_taken();
     // A client that stops reading is cut off rather than holding memory
     // forever; one that reads slowly but steadily is not.
     writing_ = true;

@@ -2,6 +2,8 @@
 
 #include <boost/asio/this_coro.hpp>
 
+#include <utility>
+
 namespace harnessd::server {
 namespace asio = boost::asio;
 
@@ -31,10 +33,11 @@ asio::awaitable<bool> Outbox::wait_for_space(std::unique_lock<std::mutex>& lock)
   }
 }
 
-asio::awaitable<bool> Outbox::push(std::string frame) {
+asio::awaitable<bool> Outbox::push(std::string frame, std::size_t frames) {
   std::unique_lock lock(mutex_, std::defer_lock);
   if (!co_await wait_for_space(lock)) co_return false;
   bytes_ += frame.size();
+  frame_count_ += frames;
   frames_.push_back(std::move(frame));
   if (writer_waiting_) {
     writer_waiting_ = false;
@@ -55,6 +58,7 @@ asio::awaitable<bool> Outbox::take(std::vector<std::string>& batch) {
           frames_.clear();
         }
         bytes_ = 0;
+        frames_taken_ += std::exchange(frame_count_, 0);
         for (auto& waiter : space_waiters_) waiter->notify();
         space_waiters_.clear();
         co_return true;
@@ -84,6 +88,7 @@ void Outbox::abort() {
   closed_ = true;
   frames_.clear();
   bytes_ = 0;
+  frame_count_ = 0;
   wake_all_locked();
 }
 

@@ -10,6 +10,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 namespace harnessd::transport {
 namespace asio = boost::asio;
@@ -136,23 +138,26 @@ asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::stri
   if (!options_.deflate) {
     // Frames are written by hand, payloads from where they are: one gather
     // write for the batch, no copy, no Beast operation per message. Beast's
-    // own frames (pongs) meanwhile wait in the corked layer.
-    std::size_t frames = 0;
-    for (const std::string& block : blocks) frames += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n'));
+    // own frames (pongs) meanwhile wait in the corked layer. Headers are
+    // collected first and pointed at afterwards, as frame_headers_ may move
+    // while it grows: until then a header piece holds its offset.
     frame_headers_.clear();
-    frame_headers_.reserve(frames * 10);  // pieces point into it: it must not move
     pieces_.clear();
     for (const std::string& block : blocks) {
       std::size_t start = 0;
       while (start < block.size()) {
-        std::size_t end = block.find('\n', start);
-        if (end == std::string::npos) end = block.size();
+        const char* newline = static_cast<const char*>(std::memchr(block.data() + start, '\n', block.size() - start));
+        const std::size_t end = newline ? static_cast<std::size_t>(newline - block.data()) : block.size();
         const std::size_t header_at = frame_headers_.size();
         append_text_frame_header(frame_headers_, end - start);
-        pieces_.emplace_back(frame_headers_.data() + header_at, frame_headers_.size() - header_at);
+        pieces_.emplace_back(reinterpret_cast<const void*>(header_at), frame_headers_.size() - header_at);
         pieces_.emplace_back(block.data() + start, end - start);
         start = end + 1;
       }
+    }
+    for (std::size_t i = 0; i < pieces_.size(); i += 2) {
+      const auto header_at = reinterpret_cast<std::uintptr_t>(pieces_[i].data());
+      pieces_[i] = asio::const_buffer(frame_headers_.data() + header_at, pieces_[i].size());
     }
     ws_.next_layer().begin_batch();
     co_await ws_.next_layer().write_raw(pieces_);

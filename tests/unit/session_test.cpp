@@ -34,7 +34,8 @@ struct RecordingSink final : harness::EventSink {
   Envelope envelope(std::string_view id) override {
     return Envelope{R"({"s":)" + json::serialize(json::string(id)) + R"(,"e":)", "}"};
   }
-  asio::awaitable<bool> on_events(std::string block) override {
+  asio::awaitable<bool> on_events(std::string block, std::size_t count) override {
+    const std::size_t before = events.size();
     std::size_t start = 0;
     while (start < block.size()) {
       const std::size_t end = block.find('\n', start);
@@ -43,6 +44,7 @@ struct RecordingSink final : harness::EventSink {
       events.emplace_back(std::string(line.at("s").as_string()), std::move(line.at("e").as_object()));
       start = end + 1;
     }
+    CHECK(events.size() - before == count);
     co_return true;
   }
   asio::awaitable<void> on_subagent_started(std::string_view, std::string_view child) override {

@@ -26,11 +26,11 @@ class EventSink {
   };
   virtual Envelope envelope(std::string_view session_id) = 0;
 
-  /// `block` holds events of one session, in order, each as
+  /// `block` holds `count` events of one session, in order, each as
   /// `before + EVENT + after + '\n'`, already handed to the session log.
   /// Takes the block. Returns false once the client is gone: the turn then
   /// has nobody to stream to.
-  virtual boost::asio::awaitable<bool> on_events(std::string block) = 0;
+  virtual boost::asio::awaitable<bool> on_events(std::string block, std::size_t count) = 0;
   virtual boost::asio::awaitable<void> on_subagent_started(std::string_view parent_session_id,
                                                            std::string_view child_session_id) = 0;
   /// `info` holds the subagent.finished fields of protocol §5.

@@ -11,6 +11,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,11 +27,15 @@ class Outbox {
   /// Queues a frame, waiting while more than max_bytes are queued (the
   /// pusher's backpressure). Returns false, dropping the frame, once the
   /// outbox is closed or aborted.
-  boost::asio::awaitable<bool> push(std::string frame);
+  boost::asio::awaitable<bool> push(std::string frame, std::size_t frames = 1);
 
   /// Writer executor only. Waits for frames and moves all queued ones into
   /// `batch`. Returns false when the outbox is closed and drained.
   boost::asio::awaitable<bool> take(std::vector<std::string>& batch);
+
+  /// Writer executor only: frames in the blocks handed out by take() so far
+  /// (for metrics; a block's frames are counted by whoever pushed it).
+  std::uint64_t frames_taken() const noexcept { return frames_taken_; }
 
   /// No more pushes; frames already queued are still taken (graceful end).
   void close();
@@ -48,6 +53,8 @@ class Outbox {
   mutable std::mutex mutex_;
   std::vector<std::string> frames_;  // a vector: an idle outbox allocates nothing
   std::size_t bytes_ = 0;
+  std::size_t frame_count_ = 0;     ///< frames in frames_ (a block may hold several)
+  std::uint64_t frames_taken_ = 0;  ///< writer-side
   const std::size_t max_bytes_;
   bool closed_ = false;
   bool writer_waiting_ = false;
