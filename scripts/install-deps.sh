@@ -14,7 +14,8 @@ export DEBIAN_FRONTEND=noninteractive
 packages=(build-essential cmake ninja-build ccache pkg-config git ca-certificates
   libboost1.81-dev libboost-json1.81-dev
   libssl-dev doctest-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
-  python3 python3-pytest procps curl)
+  python3 python3-pytest procps curl
+  clang libclang-rt-14-dev)  # the libFuzzer harnesses (tests/fuzz)
 if [ "$browser" = 1 ]; then
   packages+=(chromium)
   # Keep a Node.js that is already there (it may come with its own npm,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds harnessd and runs every test suite: unit, black-box (stdio, TCP,
-# WebSocket), Python SDK, browser. Usage: scripts/test.sh [--no-deps] [--sanitizers]
+# WebSocket), Python SDK, browser, a 60-second soak and 30 seconds of each
+# fuzzer. Usage: scripts/test.sh [--no-deps] [--sanitizers]
 #   --no-deps     skip the apt/npm install step (already done on this machine)
 #   --sanitizers  also build and run the suites under ASan+UBSan and TSan
 set -euo pipefail
@@ -20,6 +21,13 @@ cmake --preset ci
 cmake --build --preset ci
 echo "release build: $(( $(date +%s) - start )) s"
 ctest --preset ci
+
+start=$(date +%s)
+bash bench/soak.sh --seconds 60 --harnessd build/harnessd
+echo "soak: $(( $(date +%s) - start )) s"
+start=$(date +%s)
+bash tests/fuzz/run.sh 30
+echo "fuzz: $(( $(date +%s) - start )) s"
 
 if [ "$sanitizers" = 1 ]; then
   for preset in asan tsan; do
