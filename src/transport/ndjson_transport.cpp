@@ -25,7 +25,7 @@ namespace {
 
 // Reads continuing a partial frame take large chunks (few syscalls for big
 // frames); a read with nothing pending, the one an idle connection sits in,
-// takes only the framer's idle buffer so a quiet connection holds 16 KiB.
+// takes only the framer's idle buffer so a quiet connection holds one page.
 constexpr std::size_t read_chunk_bytes = 64 * 1024;
 constexpr std::size_t idle_read_bytes = rpc::LineFramer::idle_capacity_bytes;
 

@@ -28,7 +28,8 @@ class LineFramer {
   /// The buffer an idle connection keeps: with no partial line pending,
   /// prepare() gives back any larger allocation (left by a big frame) so
   /// thousands of quiet connections cost little memory.
-  static constexpr std::size_t idle_capacity_bytes = 16 * 1024;
+  /// One page: requests are small, and a larger frame grows the buffer.
+  static constexpr std::size_t idle_capacity_bytes = 4 * 1024;
 
   explicit LineFramer(std::size_t max_frame_bytes);
 
