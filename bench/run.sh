@@ -652,6 +652,13 @@ if busy:
           ", ".join(f"{k[0]} {k[1]} N={k[2]} K={k[3]} S={k[4]} (client {100*b:.0f}%, server "
                     f"{100*server_busy(cells[k]):.0f}%)" for b, k in suspect) + ".")
 
+# The analysis of the figures is written by people, from profiles: it lives
+# in bench/ANALYSIS.md and is appended as it is.
+analysis = os.path.join(root, "bench", "ANALYSIS.md")
+if os.path.exists(analysis):
+    w("")
+    w(open(analysis).read().rstrip("\n"))
+
 with open(os.path.join(root, "bench", "RESULTS.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 PY
