@@ -263,6 +263,7 @@ int run(const Options& options) {
   for (unsigned i = 1; i < options.threads; ++i) pool.emplace_back([&io] { io.run(); });
   io.run();
   for (auto& t : pool) t.join();
+  store->stop();
   spdlog::info("stopped");
   return 0;
 }

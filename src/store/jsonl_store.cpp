@@ -162,9 +162,13 @@ JsonlStore::JsonlStore(fs::path root, JsonlOptions options)
   disk_ = std::make_unique<boost::asio::thread_pool>(2);
 }
 
-JsonlStore::~JsonlStore() {
+void JsonlStore::stop() {
   disk_->join();
   commit_.reset();  // syncs what is pending
+}
+
+JsonlStore::~JsonlStore() {
+  stop();
   ::close(root_fd_);
 }
 

@@ -72,6 +72,12 @@ class EventStore {
 
   /// Logs open right now (each holds one file descriptor).
   virtual std::size_t open_logs() const = 0;
+
+  /// Finishes pending disk work (a sync in progress completes) and stops the
+  /// store's own threads. Call it after the I/O threads have returned and
+  /// before the io_context is destroyed: completions still reach its
+  /// executors, and no Asio object dies on a store thread afterwards.
+  virtual void stop() {}
 };
 
 }  // namespace harnessd::store

@@ -34,6 +34,7 @@ class JsonlStore final : public EventStore {
   boost::asio::awaitable<std::unique_ptr<SessionLog>> open(SessionHeader header) override;
   std::string_view kind() const override { return "jsonl"; }
   std::size_t open_logs() const override { return open_logs_.load(std::memory_order_relaxed); }
+  void stop() override;
 
   /// open() on the calling thread (blocking file I/O): for the disk pool
   /// and for tests.
