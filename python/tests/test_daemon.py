@@ -215,10 +215,9 @@ def test_daemon_deepseek_provider_gets_url_and_key(harnessd_bin, tmp_path, fake_
     assert request["body"]["model"] == "deepseek-v4-flash"
 
 
-# ----------------------------------------------------------------- lifecycle
-
-
-def test_daemon_killed_mid_turn(harness):
+def start_long_turn(harness):
+    """Runs a 5-second turn in a thread; returns once it streams, with the
+    thread and a dict that receives the turn's exception, if any."""
     started = threading.Event()
     outcome = {}
 
@@ -231,6 +230,14 @@ def test_daemon_killed_mid_turn(harness):
     thread = threading.Thread(target=run)
     thread.start()
     assert started.wait(10)
+    return thread, outcome
+
+
+# ----------------------------------------------------------------- lifecycle
+
+
+def test_daemon_killed_mid_turn(harness):
+    thread, outcome = start_long_turn(harness)
     os.kill(harness.client._proc.pid, signal.SIGKILL)
     thread.join(10)
     err = outcome["error"]
@@ -391,18 +398,7 @@ def test_fake_unreachable_address():
 def test_daemon_network_peer_dies_mid_turn(listening_daemon, tmp_path):
     daemon = listening_daemon()
     harness = DeepSeekHarness(provider="scripted", address=daemon.url("tcp"), cwd=str(tmp_path))
-    started = threading.Event()
-    outcome = {}
-
-    def run():
-        try:
-            harness.run("@delay 100\n@chunks 50 4", on_notification=lambda n: started.set())
-        except Exception as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert started.wait(10)
+    thread, outcome = start_long_turn(harness)
     daemon.proc.kill()
     thread.join(10)
     err = outcome["error"]

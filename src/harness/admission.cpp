@@ -11,7 +11,6 @@ Admission::Admission(std::size_t max_running, std::size_t max_queued)
     : max_running_(std::max<std::size_t>(1, max_running)), max_queued_(max_queued) {}
 
 asio::awaitable<Admission::Result> Admission::acquire(llm::CancelScope& cancel) {
-  auto waiter = std::make_shared<Waiter>();
   {
     std::lock_guard lock(mutex_);
     if (running_ < max_running_ && waiters_.empty()) {
@@ -20,6 +19,8 @@ asio::awaitable<Admission::Result> Admission::acquire(llm::CancelScope& cancel) 
     }
     if (waiters_.size() >= max_queued_) co_return Result::overloaded;
   }
+  // Only a prompt that has to wait pays for a waiter and its timer.
+  auto waiter = std::make_shared<Waiter>();
   waiter->wakeup = util::Wakeup::create(co_await asio::this_coro::executor);
   {
     // Re-checked: the lock was not held across the co_await above.
