@@ -4,7 +4,11 @@
 # never grows the committed corpus. Exits non-zero if any harness fails.
 #   tests/fuzz/run.sh [SECONDS]
 # Env: FUZZ_BUILD_DIR (default build/fuzz), FUZZ_BUILD_JOBS (ninja -j,
-# default: nproc), FUZZ_TARGETS (space-separated subset, default: all).
+# default: nproc), FUZZ_TARGETS (space-separated subset, default: all),
+# FUZZ_SEED and FUZZ_RUNS: with both set, each harness runs exactly RUNS
+# inputs from that seed (SECONDS is then only a cap), so a run is
+# reproducible: what CI runs. Without them, a random seed for SECONDS:
+# what a developer runs to find new bugs.
 set -euo pipefail
 
 seconds="${1:-300}"
@@ -42,13 +46,18 @@ mkdir -p "$artifacts"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
+limits=(-max_total_time="$seconds")
+if [[ -n "${FUZZ_SEED:-}" && -n "${FUZZ_RUNS:-}" ]]; then
+  limits+=(-seed="$FUZZ_SEED" -runs="$FUZZ_RUNS")
+fi
+
 failed=()
 for t in "${targets[@]}"; do
   corpus="$scratch/$t"
   mkdir -p "$corpus" "$artifacts/$t"
   cp "$root/tests/fuzz/corpus/$t/"* "$corpus/"
   log="$scratch/$t.log"
-  if "$build/fuzz/fuzz_$t" "$corpus" -max_total_time="$seconds" -max_len="${max_len[$t]}" \
+  if "$build/fuzz/fuzz_$t" "$corpus" "${limits[@]}" -max_len="${max_len[$t]}" \
       -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$artifacts/$t/" >"$log" 2>&1; then
     echo "fuzz_$t: ok, $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$') runs," \
