@@ -108,7 +108,7 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
   co_return outcome;
 }
 
-bool Session::cancel(const std::string& why, const void* owner) {
+bool Session::cancel(const std::string& why, const TurnOwner* owner) {
   std::lock_guard lock(running_mutex_);
   if (running_ == nullptr || (owner != nullptr && owner != running_owner_)) return false;
   running_->cancel(why);

@@ -41,14 +41,19 @@ Decoded decode_frame(std::string_view frame) {
   if (method == nullptr && id != nullptr && (obj.contains("result") || obj.contains("error"))) {
     return Ignored{};
   }
-  if (method != nullptr && id == nullptr) return Ignored{};
+
+  const json::value* version = obj.if_contains("jsonrpc");
+  const bool bad_version = version != nullptr && (!version->is_string() || version->get_string() != "2.0");
+  if (method != nullptr && id == nullptr) {
+    // A valid notification goes unanswered, but an invalid Request object
+    // does not: JSON-RPC 2.0 §5 answers it with -32600 and a null id.
+    if (bad_version) return invalid(nullptr, "Invalid Request: jsonrpc must be \"2.0\"");
+    if (!method->is_string()) return invalid(nullptr, "Invalid Request: method must be a string");
+    return Ignored{};
+  }
 
   json::value reply_id = (id != nullptr && is_valid_id(*id)) ? *id : json::value(nullptr);
-  if (const json::value* version = obj.if_contains("jsonrpc")) {
-    if (!version->is_string() || version->get_string() != "2.0") {
-      return invalid(std::move(reply_id), "Invalid Request: jsonrpc must be \"2.0\"");
-    }
-  }
+  if (bad_version) return invalid(std::move(reply_id), "Invalid Request: jsonrpc must be \"2.0\"");
   if (id == nullptr) return invalid(nullptr, "Invalid Request: missing method");
   if (!is_valid_id(*id)) {
     return invalid(nullptr, "Invalid Request: id must be a string or an integer");

@@ -5,7 +5,7 @@
 
 #include "../transport/detail/websocket_transport.hpp"
 #include "harnessd/harness/session_registry.hpp"
-#include "harnessd/server/connection.hpp"
+#include "server/connection.hpp"
 #include "harnessd/server/metrics.hpp"
 #include "harnessd/server/server.hpp"
 #include "harnessd/server/web_assets.hpp"

@@ -30,11 +30,8 @@ void Metrics::connection_closed(transport::TransportKind kind) {
   open_[kind_index(kind)].fetch_sub(1, relaxed);
 }
 
-void Metrics::request_answered(std::string_view method, int code) {
-  std::size_t m = methods.size() - 1;
-  for (std::size_t i = 0; i + 1 < methods.size(); ++i) {
-    if (methods[i] == method) m = i;
-  }
+void Metrics::request_answered(std::optional<protocol::Method> method, int code) {
+  const std::size_t m = method ? static_cast<std::size_t>(*method) : method_labels - 1;
   for (std::size_t c = 0; c < codes.size(); ++c) {
     if (codes[c] == code) requests_[m][c].fetch_add(1, relaxed);
   }
@@ -77,11 +74,12 @@ std::string Metrics::render_prometheus(harness::SessionRegistry& registry) const
   }
   add("# HELP harnessd_requests_total Requests answered, by method and JSON-RPC error code (0 = success).\n"
       "# TYPE harnessd_requests_total counter\n");
-  for (std::size_t m = 0; m < methods.size(); ++m) {
+  for (std::size_t m = 0; m < method_labels; ++m) {
+    const std::string_view label = m < protocol::method_names.size() ? protocol::method_names[m] : "other";
     for (std::size_t c = 0; c < codes.size(); ++c) {
       const auto n = requests_[m][c].load(relaxed);
       if (n == 0 && c != 0) continue;
-      add(fmt::format("harnessd_requests_total{{method=\"{}\",code=\"{}\"}} {}\n", methods[m], codes[c], n));
+      add(fmt::format("harnessd_requests_total{{method=\"{}\",code=\"{}\"}} {}\n", label, codes[c], n));
     }
   }
   add("# HELP harnessd_notifications_total Notifications written to clients.\n# TYPE harnessd_notifications_total counter\n");

@@ -1,6 +1,6 @@
 #include "harnessd/server/server.hpp"
 
-#include "harnessd/server/connection.hpp"
+#include "server/connection.hpp"
 #include "harnessd/server/http_endpoint.hpp"
 #include "harnessd/transport/ndjson_transport.hpp"
 

@@ -4,7 +4,7 @@
 #include "fuzz_check.hpp"
 
 #include "harnessd/rpc/codec.hpp"
-#include "harnessd/rpc/params.hpp"
+#include "harnessd/protocol/messages.hpp"
 #include "harnessd/util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
@@ -43,14 +43,14 @@ void check_request(const rpc::Request& request) {
   FUZZ_CHECK(reparse(rpc::encode_result(request.id, nullptr)).at("id") == request.id);
 
   try_params([&] {
-    const rpc::InitializeParams p = rpc::parse_initialize_params(request.params);
+    const auto p = boost::json::value_to<harnessd::protocol::InitializeParams>(request.params);
     FUZZ_CHECK(!p.cwd || !p.cwd->empty());
     FUZZ_CHECK(!p.model || !p.model->empty());
     FUZZ_CHECK(!p.max_tokens || *p.max_tokens > 0);
   });
   try_params([&] {
-    const rpc::PromptParams p = rpc::parse_prompt_params(request.params);
-    FUZZ_CHECK(!p.session_id.empty() && p.session_id.size() <= rpc::max_session_id_bytes);
+    const auto p = boost::json::value_to<harnessd::protocol::PromptParams>(request.params);
+    FUZZ_CHECK(!p.session_id.empty() && p.session_id.size() <= harnessd::protocol::max_session_id_bytes);
     FUZZ_CHECK(!p.content_blocks.empty());
     for (const json::value& block : p.content_blocks) {
       FUZZ_CHECK(block.is_object() && block.get_object().size() == 2);
@@ -60,8 +60,8 @@ void check_request(const rpc::Request& request) {
     FUZZ_CHECK(reparse(json::serialize(p.content_blocks)) == json::value(p.content_blocks));
   });
   try_params([&] {
-    const rpc::SessionIdParams p = rpc::parse_session_id_params(request.params);
-    FUZZ_CHECK(!p.session_id.empty() && p.session_id.size() <= rpc::max_session_id_bytes);
+    const auto p = boost::json::value_to<harnessd::protocol::CancelParams>(request.params);
+    FUZZ_CHECK(!p.session_id.empty() && p.session_id.size() <= harnessd::protocol::max_session_id_bytes);
   });
 }
 

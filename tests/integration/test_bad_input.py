@@ -139,6 +139,13 @@ CASES = [
      []),
     ("client-notification-initialize", False, b'{"jsonrpc":"2.0","method":"initialize","params":{}}\n', []),
     ("client-notification-shutdown", True, b'{"jsonrpc":"2.0","method":"shutdown"}\n', []),
+    # -- invalid Request objects without id: -32600, id null (JSON-RPC 2.0 §5) --
+    ("notification-method-number", True, b'{"jsonrpc":"2.0","method":1,"params":"bar"}\n',
+     [(INVALID_REQUEST, None, "Invalid Request: method must be a string")]),
+    ("notification-method-null", True, b'{"method":null}\n',
+     [(INVALID_REQUEST, None, "Invalid Request: method must be a string")]),
+    ("notification-jsonrpc-3", True, b'{"jsonrpc":"3.0","method":"x"}\n',
+     [(INVALID_REQUEST, None, 'Invalid Request: jsonrpc must be "2.0"')]),
     # -- lenient: no jsonrpc member is accepted --------------------------------
     ("no-jsonrpc-member", True, b'{"id":"lenient","method":"session/cancel","params":{"sessionId":"q"}}\n',
      [("result", "lenient", {"cancelled": False})]),

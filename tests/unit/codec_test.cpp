@@ -85,6 +85,25 @@ TEST_CASE("client responses and notifications are ignored, never answered") {
   CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","id":1,"result":{}})")));
   CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","id":1,"error":{"code":1}})")));
   CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","method":"note","params":{}})")));
+  CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"method":"note"})")));
+}
+
+TEST_CASE("an invalid Request object without id is answered -32600 with a null id (JSON-RPC 2.0 §5)") {
+  for (const char* frame : {R"({"jsonrpc":"2.0","method":1,"params":"bar"})", R"({"method":null})",
+                            R"({"jsonrpc":"2.0","method":{}})"}) {
+    CAPTURE(frame);
+    ErrorReply e = expect_error(frame);
+    CHECK(e.code == ErrorCode::invalid_request);
+    CHECK(e.id.is_null());
+    CHECK(e.message == "Invalid Request: method must be a string");
+  }
+  for (const char* frame : {R"({"jsonrpc":"3.0","method":"x"})", R"({"jsonrpc":2,"method":"x"})"}) {
+    CAPTURE(frame);
+    ErrorReply e = expect_error(frame);
+    CHECK(e.code == ErrorCode::invalid_request);
+    CHECK(e.id.is_null());
+    CHECK(e.message == "Invalid Request: jsonrpc must be \"2.0\"");
+  }
 }
 
 TEST_CASE("encoded frames are compact, keep non-ASCII raw and never contain a newline") {

@@ -33,6 +33,13 @@ namespace harnessd::harness {
 
 class SessionRegistry;
 
+/// Whoever prompts sessions (a client connection): a turn remembers its
+/// owner, so cancelling "my turns" never touches another client's turn.
+class TurnOwner {
+ protected:
+  ~TurnOwner() = default;
+};
+
 /// What a prompt asks for; the connection's initialize choices included.
 struct PromptInput {
   boost::json::array content;  ///< validated content blocks
@@ -40,7 +47,7 @@ struct PromptInput {
   std::string model;
   std::optional<std::int64_t> max_tokens;
   std::optional<std::string> cwd;  ///< recorded in the header of a new session
-  const void* owner = nullptr;     ///< who prompted: cancel(why, owner) matches it
+  const TurnOwner* owner = nullptr;  ///< who prompted: cancel(why, owner) matches it
   bool admit = false;              ///< a client's prompt: waits for a running-turn slot
 };
 
@@ -84,7 +91,7 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Thread-safe. Cancels the running (or queued) turn, if any, and only if
   /// prompted by `owner` when one is given. Returns whether a turn was
   /// cancelled. The turn sees it at its next event, whatever its strand does.
-  bool cancel(const std::string& why, const void* owner = nullptr);
+  bool cancel(const std::string& why, const TurnOwner* owner = nullptr);
 
   // --- used by the turn loop, on strand() ---
   /// Stamps seq and time on an event and appends it, serialized, to `out`;
@@ -119,7 +126,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Guards running_ and running_owner_, which cancel() reads from any thread.
   std::mutex running_mutex_;
   llm::CancelScope* running_ = nullptr;  ///< the running turn's scope
-  const void* running_owner_ = nullptr;
+  const TurnOwner* running_owner_ = nullptr;
 
   // Strand-only state.
   std::unique_ptr<store::SessionLog> log_;

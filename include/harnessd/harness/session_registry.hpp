@@ -8,6 +8,7 @@
 #include "harnessd/harness/admission.hpp"
 #include "harnessd/harness/session.hpp"
 #include "harnessd/harness/turn_stats.hpp"
+#include "harnessd/protocol/session_id.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -79,8 +80,7 @@ class SessionRegistry {
   std::atomic<std::uint64_t> evicted_{0};
 };
 
-/// Session ids are at most this many bytes (docs/protocol.md §4.2).
-inline constexpr std::size_t max_session_id_bytes = 256;
+using protocol::max_session_id_bytes;
 
 /// Steady-clock milliseconds: the clock of idle eviction.
 std::int64_t steady_now_ms();

@@ -2,12 +2,14 @@
 // /healthz and /metrics.
 #pragma once
 
+#include "harnessd/protocol/methods.hpp"
 #include "harnessd/transport/frame_transport.hpp"
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,8 +21,9 @@ namespace harnessd::server {
 
 class Metrics {
  public:
-  static constexpr std::array<std::string_view, 5> methods = {"initialize", "session/prompt",
-                                                              "session/cancel", "shutdown", "other"};
+  /// Request counters are labelled by the protocol's methods, and "other"
+  /// for unknown methods and frames that were not a request.
+  static constexpr std::size_t method_labels = protocol::method_names.size() + 1;
   /// 0 is success; the rest are the protocol's error codes.
   static constexpr std::array<int, 11> codes = {0,      -32700, -32600, -32601, -32602, -32603,
                                                 -32001, -32002, -32003, -32004, -32005};
@@ -29,7 +32,8 @@ class Metrics {
 
   void connection_opened(transport::TransportKind kind);
   void connection_closed(transport::TransportKind kind);
-  void request_answered(std::string_view method, int code);
+  /// `method`: nullopt for "other".
+  void request_answered(std::optional<protocol::Method> method, int code);
   void frames_written(std::size_t frames, std::size_t bytes);
   void notifications_queued(std::size_t n) { notifications_.fetch_add(n, std::memory_order_relaxed); }
   void bytes_read(std::size_t bytes) { bytes_in_.fetch_add(bytes, std::memory_order_relaxed); }
@@ -46,7 +50,7 @@ class Metrics {
   std::chrono::steady_clock::time_point started_;
   std::array<std::atomic<std::int64_t>, 3> open_{};
   std::array<std::atomic<std::uint64_t>, 3> accepted_{};
-  std::array<std::array<std::atomic<std::uint64_t>, codes.size()>, methods.size()> requests_{};
+  std::array<std::array<std::atomic<std::uint64_t>, codes.size()>, method_labels> requests_{};
   std::atomic<std::uint64_t> notifications_{0};
   std::atomic<std::uint64_t> frames_{0};
   std::atomic<std::uint64_t> writes_{0};

@@ -1,11 +1,13 @@
-#include "harnessd/rpc/params.hpp"
+#include "harnessd/protocol/messages.hpp"
 
 #include "harnessd/rpc/error_code.hpp"
 
 #include <boost/json/parse.hpp>
 #include <doctest/doctest.h>
 
-using namespace harnessd::rpc;
+using namespace harnessd::protocol;
+using harnessd::rpc::ErrorCode;
+using harnessd::rpc::RpcError;
 namespace json = boost::json;
 
 namespace {
@@ -22,7 +24,7 @@ std::string invalid_params_message(auto parse, std::string_view params) {
 }  // namespace
 
 TEST_CASE("prompt params: every invalid field is named") {
-  auto parse = [](const json::value& v) { return parse_prompt_params(v); };
+  auto parse = [](const json::value& v) { return json::value_to<PromptParams>(v); };
   CHECK(invalid_params_message(parse, "[]") == "params must be an object");
   CHECK(invalid_params_message(parse, "{}") == "params.sessionId is required");
   CHECK(invalid_params_message(parse, R"({"sessionId":5})") == "params.sessionId must be a string");
@@ -39,7 +41,7 @@ TEST_CASE("prompt params: every invalid field is named") {
 }
 
 TEST_CASE("prompt params: valid input keeps only the known fields") {
-  PromptParams p = parse_prompt_params(json::parse(
+  PromptParams p = json::value_to<PromptParams>(json::parse(
       R"({"sessionId":"s","contentBlocks":[{"type":"text","text":"hi","extra":1}]})"));
   CHECK(p.session_id == "s");
   CHECK(p.content_blocks.size() == 1);
@@ -47,14 +49,14 @@ TEST_CASE("prompt params: valid input keeps only the known fields") {
 }
 
 TEST_CASE("initialize params are all optional and validated when present") {
-  InitializeParams empty = parse_initialize_params(nullptr);
+  InitializeParams empty = json::value_to<InitializeParams>(json::value(nullptr));
   CHECK_FALSE(empty.provider.has_value());
-  auto parse = [](const json::value& v) { return parse_initialize_params(v); };
+  auto parse = [](const json::value& v) { return json::value_to<InitializeParams>(v); };
   CHECK(invalid_params_message(parse, R"({"maxTokens":0})") == "params.maxTokens must be a positive integer");
   CHECK(invalid_params_message(parse, R"({"maxTokens":1.5})") == "params.maxTokens must be an integer");
   CHECK(invalid_params_message(parse, R"({"provider":1})") == "params.provider must be a string");
   CHECK(invalid_params_message(parse, R"({"clientInfo":"x"})") == "params.clientInfo must be an object");
-  InitializeParams full = parse_initialize_params(json::parse(
+  InitializeParams full = json::value_to<InitializeParams>(json::parse(
       R"({"cwd":"/tmp","provider":"scripted","model":"m","maxTokens":10,"protocolVersion":1,"authToken":"t"})"));
   CHECK(*full.max_tokens == 10);
   CHECK(*full.auth_token == "t");

@@ -1,7 +1,9 @@
 // One client connection: a reader that decodes frames and starts one
-// coroutine per request, and a writer that drains the Outbox. Everything of
-// the connection runs on its strand; turns run on their sessions' strands
-// and reach the client only through the Outbox.
+// coroutine per request, and a writer that drains the Outbox. Requests go
+// through the method table (methods.hpp); the connection applies its gates
+// (auth, initialize, shutdown) and answers. Everything of the connection
+// runs on its strand; turns run on their sessions' strands and reach the
+// client only through the Outbox.
 #pragma once
 
 #include "harnessd/rpc/codec.hpp"
@@ -9,6 +11,7 @@
 #include "harnessd/server/server_context.hpp"
 #include "harnessd/transport/frame_transport.hpp"
 #include "harnessd/util/wakeup.hpp"
+#include "server/client_state.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -16,19 +19,12 @@
 #include <boost/asio/strand.hpp>
 #include <boost/json/value.hpp>
 
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 
-namespace harnessd::harness {
-class Session;
-}
-namespace harnessd::llm {
-class Provider;
-}
-
 namespace harnessd::server {
+
+struct MethodSpec;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -51,18 +47,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   boost::asio::awaitable<void> writer();
   boost::asio::awaitable<void> handle(rpc::Request request);
-  boost::asio::awaitable<boost::json::value> call(const rpc::Request& request);
-  boost::json::value initialize(const boost::json::value& params);
-  boost::asio::awaitable<boost::json::value> prompt(const boost::json::value& params);
-  boost::asio::awaitable<boost::json::value> cancel(const boost::json::value& params);
-  boost::asio::awaitable<boost::json::value> shutdown();
+  /// Applies the gates of `spec` (nullptr: unknown method), then runs it.
+  boost::asio::awaitable<boost::json::value> call(const MethodSpec* spec, const rpc::Request& request);
+  /// Throws -32004 unless `request` is an initialize with the right token.
+  void authenticate(const MethodSpec* spec, const rpc::Request& request);
   boost::asio::awaitable<void> push(std::string frame);
   /// Closes the connection when the peer accepts no bytes for the write timeout.
   void arm_write_deadline(std::uint64_t bytes_at_start);
   /// Closes the connection if it is still not initialized (handshake
   /// timeout), or sends nothing and runs nothing (idle timeout), by then.
   void arm_quiet_deadline(std::chrono::milliseconds timeout);
-  void cancel_own_turns(const std::string& why);
   void request_finished();
 
   Strand strand_;
@@ -75,20 +69,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string peer_;
 
   // Strand-only state.
+  ClientState client_;
   bool authenticated_;
   bool auth_refused_ = false;
-  bool initialized_ = false;
-  bool shutting_down_ = false;
-  bool stopping_ = false;
+  bool shutting_down_ = false;  ///< a shutdown request arrived: later requests get -32003
   bool writer_done_ = false;
   bool writing_ = false;  ///< a batch write is in progress (the deadline runs)
   std::size_t inflight_ = 0;
   std::size_t shutdowns_inflight_ = 0;
-  llm::Provider* provider_ = nullptr;
-  std::string model_;
-  std::optional<std::int64_t> max_tokens_;
-  std::optional<std::string> cwd_;
-  std::map<std::shared_ptr<harness::Session>, int> prompting_;
 };
 
 }  // namespace harnessd::server

@@ -1,9 +1,13 @@
-#include "harnessd/rpc/params.hpp"
+#include "harnessd/protocol/messages.hpp"
 
 #include "harnessd/rpc/error_code.hpp"
 
-namespace harnessd::rpc {
+#include <boost/json/object.hpp>
+
+namespace harnessd::protocol {
 namespace json = boost::json;
+using rpc::ErrorCode;
+using rpc::RpcError;
 
 namespace {
 
@@ -46,7 +50,7 @@ std::string session_id(const json::object& obj) {
 
 }  // namespace
 
-InitializeParams parse_initialize_params(const json::value& params) {
+InitializeParams tag_invoke(json::value_to_tag<InitializeParams>, const json::value& params) {
   const json::object& obj = params_object(params);
   InitializeParams out;
   out.cwd = optional_string(obj, "cwd");
@@ -64,7 +68,7 @@ InitializeParams parse_initialize_params(const json::value& params) {
   return out;
 }
 
-PromptParams parse_prompt_params(const json::value& params) {
+PromptParams tag_invoke(json::value_to_tag<PromptParams>, const json::value& params) {
   const json::object& obj = params_object(params);
   PromptParams out;
   out.session_id = session_id(obj);
@@ -89,8 +93,33 @@ PromptParams parse_prompt_params(const json::value& params) {
   return out;
 }
 
-SessionIdParams parse_session_id_params(const json::value& params) {
-  return SessionIdParams{session_id(params_object(params))};
+CancelParams tag_invoke(json::value_to_tag<CancelParams>, const json::value& params) {
+  return CancelParams{session_id(params_object(params))};
 }
 
-}  // namespace harnessd::rpc
+ShutdownParams tag_invoke(json::value_to_tag<ShutdownParams>, const json::value&) {
+  return {};  // shutdown ignores whatever params it is sent
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const InitializeResult& result) {
+  json::array providers(result.providers.begin(), result.providers.end());
+  json::array methods(result.methods.begin(), result.methods.end());
+  out = json::object{
+      {"serverInfo", json::object{{"name", result.server_name},
+                                  {"version", result.version},
+                                  {"implementation", result.implementation}}},
+      {"protocolVersion", result.protocol_version},
+      {"capabilities", json::object{{"providers", std::move(providers)}, {"methods", std::move(methods)}}}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const PromptResult& result) {
+  out = json::object{{"status", result.status}, {"reason", result.reason}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const CancelResult& result) {
+  out = json::object{{"cancelled", result.cancelled}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const ShutdownResult&) { out = json::object{}; }
+
+}  // namespace harnessd::protocol

@@ -1,0 +1,30 @@
+// The EventSink of one prompt: its notifications go to the prompting
+// connection's Outbox, in order, behind the events' log writes.
+#pragma once
+
+#include "harnessd/harness/event_sink.hpp"
+#include "harnessd/server/outbox.hpp"
+
+#include <memory>
+
+namespace harnessd::server {
+
+class Metrics;
+
+class OutboxSink final : public harness::EventSink {
+ public:
+  OutboxSink(std::shared_ptr<Outbox> outbox, Metrics& metrics);
+
+  Envelope envelope(std::string_view session_id) override;
+  boost::asio::awaitable<bool> on_events(std::string block, std::size_t count) override;
+  boost::asio::awaitable<void> on_subagent_started(std::string_view parent, std::string_view child) override;
+  boost::asio::awaitable<void> on_subagent_finished(boost::json::object info) override;
+
+ private:
+  boost::asio::awaitable<void> push(std::string frame);
+
+  std::shared_ptr<Outbox> outbox_;
+  Metrics& metrics_;
+};
+
+}  // namespace harnessd::server
