@@ -3,7 +3,7 @@
 #include "harnessd/harness/session_registry.hpp"
 #include "harnessd/harness/turn_status.hpp"
 #include "harnessd/llm/provider.hpp"
-#include "harnessd/util/json_fields.hpp"
+#include "harnessd/util/json_append.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -73,10 +73,10 @@ class TurnRun final : public llm::ChunkSink {
     co_return PromptOutcome{.reason = std::move(reason), .final_text = final_text_};
   }
 
-  asio::awaitable<void> on_chunk(json::object chunk) override {
-    fold(chunk);
+  asio::awaitable<void> on_chunk(protocol::Chunk chunk) override {
     const std::size_t start = begin_event();
     session_.append_serialized_event(block_, assistant_chunk, chunk_data_json(chunk));
+    std::visit(Fold{*this}, std::move(chunk));
     end_event(start);
     if (full()) co_await flush();
   }
@@ -105,7 +105,7 @@ class TurnRun final : public llm::ChunkSink {
 
  private:
   struct Block {
-    std::string type;  // text | reasoning | tool-call
+    std::optional<protocol::BlockType> type;  ///< unset until a chunk says
     std::string text;
     llm::ToolCall call;
   };
@@ -205,16 +205,17 @@ class TurnRun final : public llm::ChunkSink {
     return json::object{{"content", input_.content}, {"source", json::object{{"kind", "user"}}}};
   }
   json::object step_data() const { return json::object{{"turn", turn_}, {"step", step_}}; }
-  /// `{"turn":T,"step":S,"chunk":CHUNK}`, serialized directly (hot path).
-  std::string chunk_data_json(const json::object& chunk) const {
-    std::string out = R"({"turn":)";
-    out += std::to_string(turn_);
-    out += R"(,"step":)";
-    out += std::to_string(step_);
-    out += R"(,"chunk":)";
-    out += json::serialize(chunk);
-    out += '}';
-    return out;
+  /// `{"turn":T,"step":S,"chunk":CHUNK}`, serialized once, from the type
+  /// (hot path).
+  std::string& chunk_data_json(const protocol::Chunk& chunk) {
+    chunk_json_.assign(R"({"turn":)");
+    util::append_json_int(chunk_json_, turn_);
+    chunk_json_ += R"(,"step":)";
+    util::append_json_int(chunk_json_, step_);
+    chunk_json_ += R"(,"chunk":)";
+    protocol::append_json(chunk_json_, chunk);
+    chunk_json_ += '}';
+    return chunk_json_;
   }
   json::object turn_end_data(const json::object& reason) const {
     return json::object{{"turn", turn_}, {"reason", reason}};
@@ -234,33 +235,36 @@ class TurnRun final : public llm::ChunkSink {
     return data;
   }
 
-  void fold(const json::object& chunk) {
-    const std::string_view type = util::string_field(chunk, "type");
-    if (type == "usage") {
-      if (const json::value* u = chunk.if_contains("usage"); u && u->is_object()) usage_ = u->get_object();
-      return;
+  /// Folds each chunk into the step's blocks: what assistant/message and
+  /// the conversation are built from.
+  struct Fold {
+    TurnRun& run;
+    void operator()(protocol::BlockStart&& c) { run.blocks_[c.index].type = c.type; }
+    void operator()(protocol::TextDelta&& c) { append_text(c.index, protocol::BlockType::text, c.text); }
+    void operator()(protocol::ReasoningDelta&& c) { append_text(c.index, protocol::BlockType::reasoning, c.text); }
+    void operator()(protocol::ToolCallDelta&& c) {
+      Block& block = run.blocks_[c.index];
+      block.type = protocol::BlockType::tool_call;
+      if (!c.id.empty()) block.call.id = std::move(c.id);
+      if (!c.name.empty()) block.call.name = std::move(c.name);
+      block.call.arguments += c.arguments_delta;
     }
-    const json::value* index_value = chunk.if_contains("index");
-    if (index_value == nullptr || !index_value->is_int64()) return;
-    Block& block = blocks_[static_cast<int>(index_value->get_int64())];
-    if (type == "block-start") {
-      block.type = util::string_field(chunk, "blockType");
-    } else if (type == "text-delta" || type == "reasoning-delta") {
-      if (block.type.empty()) block.type = type == "text-delta" ? "text" : "reasoning";
-      block.text += util::string_field(chunk, "text");
-    } else if (type == "tool-call-delta") {
-      block.type = "tool-call";
-      if (auto id = util::string_field(chunk, "id"); !id.empty()) block.call.id = id;
-      if (auto name = util::string_field(chunk, "name"); !name.empty()) block.call.name = name;
-      block.call.arguments += util::string_field(chunk, "argumentsDelta");
+    void operator()(protocol::BlockEnd&&) {}
+    void operator()(protocol::UsageChunk&& c) { run.usage_ = std::move(c.usage); }
+    void operator()(protocol::FinishChunk&&) {}
+
+    void append_text(int index, protocol::BlockType type, std::string_view text) {
+      Block& block = run.blocks_[index];
+      if (!block.type) block.type = type;
+      block.text += text;
     }
-  }
+  };
 
   json::object build_message(std::vector<llm::ToolCall>& calls) {
     json::array content;
     std::string text;
     for (auto& [index, block] : blocks_) {
-      if (block.type == "tool-call") {
+      if (block.type == protocol::BlockType::tool_call) {
         if (block.call.id.empty()) block.call.id = "call_" + std::to_string(turn_) + "_" +
                                                    std::to_string(step_) + "_" + std::to_string(index);
         content.push_back(json::object{{"type", "tool-call"},
@@ -268,9 +272,9 @@ class TurnRun final : public llm::ChunkSink {
                                        {"name", block.call.name},
                                        {"arguments", block.call.arguments}});
         calls.push_back(block.call);
-      } else if (!block.type.empty()) {
-        if (block.type == "text") text += block.text;
-        content.push_back(json::object{{"type", block.type}, {"text", block.text}});
+      } else if (block.type) {
+        if (block.type == protocol::BlockType::text) text += block.text;
+        content.push_back(json::object{{"type", protocol::to_string(*block.type)}, {"text", block.text}});
       }
     }
     final_text_ = std::move(text);
@@ -296,6 +300,7 @@ class TurnRun final : public llm::ChunkSink {
   std::string block_;                                      ///< the batch as the sink takes it
   std::vector<std::pair<std::size_t, std::size_t>> spans_;  ///< each event's place in block_
   std::vector<std::string_view> views_;                     ///< spans_ as the log takes them
+  std::string chunk_json_;                                  ///< reused for each chunk's data
   std::size_t since_yield_ = 0;
 };
 

@@ -312,7 +312,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
   SseParser sse(SseParser::Limits{config.max_sse_line_bytes, config.max_sse_event_bytes});
   openai::StreamDecoder decoder;
   std::vector<SseParser::Event> events;
-  std::vector<json::object> chunks;
+  std::vector<protocol::Chunk> chunks;
   while (!parser.is_done()) {
     parser.get().body().data = chunk_buffer.data();
     parser.get().body().size = chunk_buffer.size();
@@ -332,7 +332,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
       co_return Attempt{error_result(e.what(), "BAD_STREAM")};
     }
     events.clear();
-    for (json::object& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
+    for (protocol::Chunk& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
     chunks.clear();
     // The next read may wait on the model: what arrived goes out first.
     co_await sink.flush();
@@ -356,7 +356,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
   }
   attempt.reusable = !ec && parser.is_done() && parser.get().keep_alive();
   decoder.finish(chunks);
-  for (json::object& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
+  for (protocol::Chunk& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
   const std::string reason = decoder.finish_reason().value_or("stop");
   if (const auto mapped = openai::map_finish_reason(reason)) {
     attempt.result = ModelResult{*mapped};

@@ -3,7 +3,6 @@
 // replaced, usage reduced to the finite numbers the protocol documents.
 #include "harnessd/llm/openai_format.hpp"
 
-#include "harnessd/llm/chunks.hpp"
 #include "harnessd/util/json_fields.hpp"
 #include "harnessd/util/json_limits.hpp"
 
@@ -120,18 +119,18 @@ json::object build_request_body(const ModelRequest& request, std::string_view sy
   return body;
 }
 
-int StreamDecoder::block_for(std::string_view kind, int tool_index, std::string_view block_type,
-                             std::vector<json::object>& chunks) {
+int StreamDecoder::block_for(std::string_view kind, int tool_index, protocol::BlockType block_type,
+                             std::vector<protocol::Chunk>& chunks) {
   for (const OpenBlock& b : blocks_) {
     if (b.kind == kind && b.tool_index == tool_index) return b.index;
   }
   const int index = static_cast<int>(blocks_.size());
   blocks_.push_back(OpenBlock{std::string(kind), tool_index, index});
-  chunks.push_back(chunks::block_start(index, block_type));
+  chunks.emplace_back(protocol::BlockStart{index, block_type});
   return index;
 }
 
-bool StreamDecoder::on_data(std::string_view data, std::vector<json::object>& chunks) {
+bool StreamDecoder::on_data(std::string_view data, std::vector<protocol::Chunk>& chunks) {
   if (data == "[DONE]") {
     done_ = true;
     return false;
@@ -173,10 +172,12 @@ bool StreamDecoder::on_data(std::string_view data, std::vector<json::object>& ch
   if (const json::value* delta = choice.if_contains("delta"); delta != nullptr && delta->is_object()) {
     const json::object& d = delta->get_object();
     if (auto text = util::string_field(d, "reasoning_content"); !text.empty()) {
-      chunks.push_back(chunks::reasoning_delta(block_for("reasoning", -1, "reasoning", chunks), text));
+      const int index = block_for("reasoning", -1, protocol::BlockType::reasoning, chunks);
+      chunks.emplace_back(protocol::ReasoningDelta{index, std::string(text)});
     }
     if (auto text = util::string_field(d, "content"); !text.empty()) {
-      chunks.push_back(chunks::text_delta(block_for("text", -1, "text", chunks), text));
+      const int index = block_for("text", -1, protocol::BlockType::text, chunks);
+      chunks.emplace_back(protocol::TextDelta{index, std::string(text)});
     }
     if (const json::value* calls = d.if_contains("tool_calls"); calls != nullptr && calls->is_array()) {
       for (const json::value& call_value : calls->get_array()) {
@@ -189,8 +190,9 @@ bool StreamDecoder::on_data(std::string_view data, std::vector<json::object>& ch
           name = util::string_field(fn->get_object(), "name");
           arguments = util::string_field(fn->get_object(), "arguments");
         }
-        const int index = block_for("tool", tool_index, "tool-call", chunks);
-        chunks.push_back(chunks::tool_call_delta(index, util::string_field(call, "id"), name, arguments));
+        const int index = block_for("tool", tool_index, protocol::BlockType::tool_call, chunks);
+        chunks.emplace_back(protocol::ToolCallDelta{index, std::string(util::string_field(call, "id")),
+                                                    std::string(name), std::string(arguments)});
       }
     }
   }
@@ -200,15 +202,16 @@ bool StreamDecoder::on_data(std::string_view data, std::vector<json::object>& ch
   return true;
 }
 
-void StreamDecoder::finish(std::vector<json::object>& chunks) {
-  for (const OpenBlock& b : blocks_) chunks.push_back(chunks::block_end(b.index));
-  if (usage_) chunks.push_back(chunks::usage(*usage_));
+void StreamDecoder::finish(std::vector<protocol::Chunk>& chunks) {
+  for (const OpenBlock& b : blocks_) chunks.emplace_back(protocol::BlockEnd{b.index});
+  if (usage_) chunks.emplace_back(protocol::UsageChunk{*usage_});
   const std::string reason = finish_reason_.value_or("stop");
   const auto mapped = map_finish_reason(reason);
-  chunks.push_back(chunks::finish(!mapped                               ? "error"
-                                  : *mapped == FinishReason::tool_calls ? "tool-calls"
-                                  : *mapped == FinishReason::length     ? "length"
-                                                                        : "stop"));
+  using protocol::ChunkFinish;
+  chunks.emplace_back(protocol::FinishChunk{!mapped                               ? ChunkFinish::error
+                                            : *mapped == FinishReason::tool_calls ? ChunkFinish::tool_calls
+                                            : *mapped == FinishReason::length     ? ChunkFinish::length
+                                                                                  : ChunkFinish::stop});
 }
 
 std::optional<FinishReason> map_finish_reason(std::string_view reason) {

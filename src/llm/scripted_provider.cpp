@@ -1,6 +1,5 @@
 #include "harnessd/llm/scripted_provider.hpp"
 
-#include "harnessd/llm/chunks.hpp"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -130,18 +129,22 @@ const ChatMessage* last_with_role(const std::vector<ChatMessage>& messages, Chat
   return nullptr;
 }
 
+// Chunks reach the sink as named locals, moved: GCC 12 rule 4 (README).
 asio::awaitable<ModelResult> stream_text(std::string_view text, std::int64_t delay_ms,
                                          ChunkSink& sink, CancelScope& cancel,
-                                         std::string_view finish_reason) {
-  co_await sink.on_chunk(chunks::block_start(0, "text"));
+                                         protocol::ChunkFinish finish_reason) {
+  protocol::Chunk start = protocol::BlockStart{0, protocol::BlockType::text};
+  co_await sink.on_chunk(std::move(start));
   if (const bool waited = co_await cancellable_delay(delay_ms, cancel, sink); !waited) {
-      co_return ModelResult{FinishReason::cancelled};
-    }
-  co_await sink.on_chunk(chunks::text_delta(0, text));
-  co_await sink.on_chunk(chunks::block_end(0));
-  co_await sink.on_chunk(chunks::finish(finish_reason));
-  const FinishReason finish = finish_reason == "length" ? FinishReason::length : FinishReason::stop;
-  co_return ModelResult{finish};
+    co_return ModelResult{FinishReason::cancelled};
+  }
+  protocol::Chunk delta = protocol::TextDelta{0, std::string(text)};
+  co_await sink.on_chunk(std::move(delta));
+  protocol::Chunk end = protocol::BlockEnd{0};
+  co_await sink.on_chunk(std::move(end));
+  protocol::Chunk finish = protocol::FinishChunk{finish_reason};
+  co_await sink.on_chunk(std::move(finish));
+  co_return ModelResult{finish_reason == protocol::ChunkFinish::length ? FinishReason::length : FinishReason::stop};
 }
 
 }  // namespace
@@ -153,7 +156,7 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
   if (!messages.empty() && messages.back().role == ChatMessage::Role::tool) {
     {
       const std::string answer = "subagent said: " + messages.back().text;
-      ModelResult result = co_await stream_text(answer, 0, sink, cancel, "stop");
+      ModelResult result = co_await stream_text(answer, 0, sink, cancel, protocol::ChunkFinish::stop);
       co_return result;
     }
   }
@@ -170,41 +173,51 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
       co_return ModelResult{FinishReason::error, script.text, "SCRIPTED"};
     case Script::Action::max_tokens:
       {
-      ModelResult result = co_await stream_text("partial", script.delay_ms, sink, cancel, "length");
+      ModelResult result =
+          co_await stream_text("partial", script.delay_ms, sink, cancel, protocol::ChunkFinish::length);
       co_return result;
     }
     case Script::Action::echo:
     case Script::Action::reply:
       {
-      ModelResult result = co_await stream_text(script.text, script.delay_ms, sink, cancel, "stop");
+      ModelResult result =
+          co_await stream_text(script.text, script.delay_ms, sink, cancel, protocol::ChunkFinish::stop);
       co_return result;
     }
     case Script::Action::subagent: {
       json::object args;
       args["description"] = "scripted subagent";
       args["prompt"] = script.text;
-      co_await sink.on_chunk(chunks::block_start(0, "tool-call"));
+      protocol::Chunk start = protocol::BlockStart{0, protocol::BlockType::tool_call};
+      co_await sink.on_chunk(std::move(start));
       if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel, sink); !waited) {
-      co_return ModelResult{FinishReason::cancelled};
-    }
-      co_await sink.on_chunk(chunks::tool_call_delta(0, "call_0", "subagent", json::serialize(args)));
-      co_await sink.on_chunk(chunks::block_end(0));
-      co_await sink.on_chunk(chunks::finish("tool-calls"));
+        co_return ModelResult{FinishReason::cancelled};
+      }
+      protocol::Chunk call = protocol::ToolCallDelta{0, "call_0", "subagent", json::serialize(args)};
+      co_await sink.on_chunk(std::move(call));
+      protocol::Chunk end = protocol::BlockEnd{0};
+      co_await sink.on_chunk(std::move(end));
+      protocol::Chunk finish = protocol::FinishChunk{protocol::ChunkFinish::tool_calls};
+      co_await sink.on_chunk(std::move(finish));
       co_return ModelResult{FinishReason::tool_calls};
     }
     case Script::Action::chunks:
       break;
   }
 
-  co_await sink.on_chunk(chunks::block_start(0, "text"));
+  protocol::Chunk start = protocol::BlockStart{0, protocol::BlockType::text};
+  co_await sink.on_chunk(std::move(start));
   for (std::int64_t i = 0; i < script.chunk_count; ++i) {
     if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel, sink); !waited) {
       co_return ModelResult{FinishReason::cancelled};
     }
-    co_await sink.on_chunk(chunks::text_delta(0, scripted_chunk_text(i, script.chunk_bytes)));
+    protocol::Chunk delta = protocol::TextDelta{0, scripted_chunk_text(i, script.chunk_bytes)};
+    co_await sink.on_chunk(std::move(delta));
   }
-  co_await sink.on_chunk(chunks::block_end(0));
-  co_await sink.on_chunk(chunks::finish("stop"));
+  protocol::Chunk end = protocol::BlockEnd{0};
+  co_await sink.on_chunk(std::move(end));
+  protocol::Chunk finish = protocol::FinishChunk{protocol::ChunkFinish::stop};
+  co_await sink.on_chunk(std::move(finish));
   co_return ModelResult{FinishReason::stop};
 }
 

@@ -1,7 +1,9 @@
 // Every bad-input row of the protocol (§3) as the codec decodes it.
 #include "harnessd/rpc/codec.hpp"
+#include "harnessd/util/json_append.hpp"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <doctest/doctest.h>
 
 using namespace harnessd::rpc;
@@ -118,4 +120,22 @@ TEST_CASE("encoded frames are compact, keep non-ASCII raw and never contain a ne
   CHECK(parsed.at("method") == json::value("session.event"));
   CHECK(parsed.at("params").at("sessionId") == json::value("a\"b"));
   CHECK(parsed.at("params").at("event").at("seq") == json::value(0));
+}
+
+TEST_CASE("append_json_string escapes exactly as Boost.JSON's serializer") {
+  std::string all_bytes;
+  for (int c = 0; c < 256; ++c) all_bytes += static_cast<char>(c);
+  for (const std::string_view text :
+       {std::string_view(), std::string_view("plain"), std::string_view("q\"b\\s/\b\f\n\r\t\x01\x1f\x7f"),
+        std::string_view("h\xC3\xA9llo \xF0\x9F\x98\x80"), std::string_view(all_bytes)}) {
+    // Appends: what is already in `out` stays.
+    std::string out = "[";
+    harnessd::util::append_json_string(out, text);
+    const std::string expected = json::serialize(json::string_view(text.data(), text.size()));
+    CHECK(out.front() == '[');
+    CHECK(std::string_view(out).substr(1) == expected);
+  }
+  std::string number;
+  harnessd::util::append_json_int(number, -9007199254740993);
+  CHECK(number == "-9007199254740993");
 }

@@ -52,39 +52,52 @@ TEST_CASE("the request body carries the system prompt, history, tools and limits
   CHECK(messages[5].at("content") == "second\n\nthird");  // consecutive user messages merged
 }
 
+namespace {
+/// The chunks as their wire objects.
+std::vector<json::object> wire(const std::vector<harnessd::protocol::Chunk>& chunks) {
+  std::vector<json::object> out;
+  for (const auto& chunk : chunks) out.push_back(json::value_from(chunk).as_object());
+  return out;
+}
+}  // namespace
+
 TEST_CASE("streamed chunks become protocol chunks with blocks, usage and finish") {
   openai::StreamDecoder decoder;
-  std::vector<json::object> chunks;
+  std::vector<harnessd::protocol::Chunk> typed;
+  auto& chunks = typed;
   decoder.on_data(R"({"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think"}}]})", chunks);
   decoder.on_data(R"({"choices":[{"index":0,"delta":{"content":"Hel"}}]})", chunks);
   decoder.on_data(R"({"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]})", chunks);
   decoder.on_data(R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}})", chunks);
   CHECK_FALSE(decoder.on_data("[DONE]", chunks));
-  decoder.finish(chunks);
+  decoder.finish(typed);
+  const std::vector<json::object> objects = wire(typed);
   std::vector<std::string> types;
-  for (const auto& c : chunks) types.emplace_back(c.at("type").as_string());
+  for (const auto& c : objects) types.emplace_back(c.at("type").as_string());
   CHECK(types == std::vector<std::string>{"block-start", "reasoning-delta", "block-start", "text-delta",
                                           "text-delta", "block-end", "block-end", "usage", "finish"});
-  CHECK(chunks[2].at("blockType") == "text");
-  CHECK(chunks[3].at("index") == 1);
-  CHECK(chunks[7].at("usage").at("outputTokens") == 7);
-  CHECK(chunks[8].at("reason") == "stop");
+  CHECK(objects[2].at("blockType") == "text");
+  CHECK(objects[3].at("index") == 1);
+  CHECK(objects[7].at("usage").at("outputTokens") == 7);
+  CHECK(objects[8].at("reason") == "stop");
 }
 
 TEST_CASE("tool call deltas keep id and name from the first piece and stream arguments") {
   openai::StreamDecoder decoder;
-  std::vector<json::object> chunks;
+  std::vector<harnessd::protocol::Chunk> typed;
+  auto& chunks = typed;
   decoder.on_data(R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"subagent","arguments":""}}]}}]})", chunks);
   decoder.on_data(R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"pro"}}]}}]})", chunks);
   decoder.on_data(R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"mpt\":1}"}}]},"finish_reason":"tool_calls"}]})", chunks);
   decoder.on_data("[DONE]", chunks);
-  decoder.finish(chunks);
-  CHECK(chunks[0].at("blockType") == "tool-call");
-  CHECK(chunks[1].at("id") == "c1");
-  CHECK(chunks[1].at("name") == "subagent");
-  CHECK_FALSE(chunks[2].contains("id"));
-  CHECK(chunks[2].at("argumentsDelta") == "{\"pro");
-  CHECK(chunks.back().at("reason") == "tool-calls");
+  decoder.finish(typed);
+  const std::vector<json::object> objects = wire(typed);
+  CHECK(objects[0].at("blockType") == "tool-call");
+  CHECK(objects[1].at("id") == "c1");
+  CHECK(objects[1].at("name") == "subagent");
+  CHECK_FALSE(objects[2].contains("id"));
+  CHECK(objects[2].at("argumentsDelta") == "{\"pro");
+  CHECK(objects.back().at("reason") == "tool-calls");
   CHECK(decoder.finish_reason() == "tool_calls");
 }
 
@@ -92,7 +105,7 @@ TEST_CASE("finish reasons map; unknown ones are errors; malformed chunks throw")
   CHECK(openai::map_finish_reason("length") == FinishReason::length);
   CHECK_FALSE(openai::map_finish_reason("content_filter").has_value());
   openai::StreamDecoder decoder;
-  std::vector<json::object> chunks;
+  std::vector<harnessd::protocol::Chunk> chunks;
   CHECK_THROWS(decoder.on_data("{not json", chunks));
   CHECK_THROWS(decoder.on_data("[1,2]", chunks));
 }
@@ -123,12 +136,12 @@ TEST_CASE("non-finite doubles become null at any depth; finite numbers stay") {
 namespace {
 std::vector<json::object> decode_usage(std::string_view usage_json) {
   openai::StreamDecoder decoder;
-  std::vector<json::object> chunks;
+  std::vector<harnessd::protocol::Chunk> chunks;
   decoder.on_data(R"({"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]})", chunks);
   decoder.on_data(std::string(R"({"choices":[],"usage":)") + std::string(usage_json) + "}", chunks);
   decoder.on_data("[DONE]", chunks);
   decoder.finish(chunks);
-  return chunks;
+  return wire(chunks);
 }
 
 const json::object* usage_of(const std::vector<json::object>& chunks) {
@@ -168,7 +181,7 @@ TEST_CASE("chunks nest at most input_max_depth levels") {
   };
   const std::size_t fits = harnessd::util::input_max_depth - 2;
   openai::StreamDecoder decoder;
-  std::vector<json::object> chunks;
+  std::vector<harnessd::protocol::Chunk> chunks;
   CHECK(decoder.on_data(usage_nested(fits), chunks));
   try {
     decoder.on_data(usage_nested(fits + 1), chunks);
@@ -178,5 +191,5 @@ TEST_CASE("chunks nest at most input_max_depth levels") {
   }
   decoder.on_data("[DONE]", chunks);
   decoder.finish(chunks);
-  CHECK(usage_of(chunks) == nullptr);
+  CHECK(usage_of(wire(chunks)) == nullptr);
 }

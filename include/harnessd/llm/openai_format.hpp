@@ -4,6 +4,7 @@
 #pragma once
 
 #include "harnessd/llm/chat.hpp"
+#include "harnessd/protocol/chunk.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -32,10 +33,10 @@ class StreamDecoder {
   /// Throws std::runtime_error on a payload that is not a chunk object,
   /// including one nested deeper than util::input_max_depth. Usage fields
   /// that are not finite numbers are left out.
-  bool on_data(std::string_view data, std::vector<boost::json::object>& chunks);
+  bool on_data(std::string_view data, std::vector<protocol::Chunk>& chunks);
 
   /// Closes open blocks and emits usage and finish; call once after [DONE].
-  void finish(std::vector<boost::json::object>& chunks);
+  void finish(std::vector<protocol::Chunk>& chunks);
 
   bool done() const noexcept { return done_; }
   /// The provider's finish_reason ("stop", "tool_calls", "length", ...).
@@ -43,8 +44,8 @@ class StreamDecoder {
   bool received_any() const noexcept { return received_any_; }
 
  private:
-  int block_for(std::string_view kind, int tool_index, std::string_view block_type,
-                std::vector<boost::json::object>& chunks);
+  int block_for(std::string_view kind, int tool_index, protocol::BlockType block_type,
+                std::vector<protocol::Chunk>& chunks);
 
   struct OpenBlock {
     std::string kind;  // "text", "reasoning" or "tool"

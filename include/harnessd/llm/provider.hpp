@@ -1,9 +1,10 @@
-// A model backend. A provider streams one model call as protocol chunk
-// objects (docs/protocol.md §6, assistant/chunk) and reports how it finished.
+// A model backend. A provider streams one model call as protocol chunks
+// (docs/protocol.md §6, assistant/chunk) and reports how it finished.
 #pragma once
 
 #include "harnessd/llm/cancel_scope.hpp"
 #include "harnessd/llm/chat.hpp"
+#include "harnessd/protocol/chunk.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
@@ -24,7 +25,7 @@ class ChunkSink {
  public:
   virtual ~ChunkSink() = default;
   /// Awaiting it is the provider's backpressure.
-  virtual boost::asio::awaitable<void> on_chunk(boost::json::object chunk) = 0;
+  virtual boost::asio::awaitable<void> on_chunk(protocol::Chunk chunk) = 0;
   /// Logs and queues every chunk received so far.
   virtual boost::asio::awaitable<void> flush() = 0;
 };
