@@ -2,7 +2,7 @@
 
 #include "detail/turn.hpp"
 #include "harnessd/harness/session_registry.hpp"
-#include "harnessd/harness/turn_status.hpp"
+#include "harnessd/protocol/turn_end.hpp"
 #include "harnessd/util/json_fields.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -97,7 +97,7 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
     }
     if (admitted == Admission::Result::cancelled) {
       // Never started: no events, nothing logged.
-      co_return PromptOutcome{.reason = turn_end::aborted(scope.reason())};
+      co_return PromptOutcome{.reason = protocol::TurnEndReason::aborted(scope.reason())};
     }
     release.admitted = true;
   }
@@ -146,7 +146,7 @@ boost::asio::awaitable<void> Session::load(const std::optional<std::string>& cwd
     // The daemon stopped inside this turn: close it so every turn has an end.
     json::object data;
     data["turn"] = *open_turn_;
-    data["reason"] = turn_end::interrupted();
+    data["reason"] = json::value_from(protocol::TurnEndReason::interrupted());
     std::string event;
     append_event(event, "turn/end", data);
     const std::string_view events[] = {event};

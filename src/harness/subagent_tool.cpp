@@ -4,7 +4,7 @@
 #include "detail/turn.hpp"
 
 #include "harnessd/harness/session_registry.hpp"
-#include "harnessd/harness/turn_status.hpp"
+#include "harnessd/protocol/turn_end.hpp"
 #include "harnessd/llm/provider.hpp"
 #include "harnessd/util/json_limits.hpp"
 
@@ -29,7 +29,8 @@ asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& 
   }
 
   std::shared_ptr<Session> child = parent.registry().create_child(parent);
-  co_await sink.on_subagent_started(parent.id(), child->id());
+  protocol::SubagentStarted started{parent.id(), child->id()};
+  co_await sink.on_subagent_started(std::move(started));
 
   PromptInput input;
   input.content = json::array{json::object{{"type", "text"}, {"text", prompt->get_string()}}};
@@ -40,29 +41,28 @@ asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& 
 
   PromptOutcome outcome;
   if (cancel.cancelled()) {
-    outcome.reason = turn_end::aborted(cancel.reason());
+    outcome.reason = protocol::TurnEndReason::aborted(cancel.reason());
   } else {
     llm::CancelScope::Hook forward(cancel, [child, &cancel] { child->cancel(cancel.reason()); });
     child->try_reserve();  // a fresh child: nobody else can hold it
     outcome = co_await child->prompt(std::move(input), sink);
   }
 
-  const std::string_view status =
-      status_for(outcome.reason, parent.registry().options().max_tokens_as_success);
-  json::object finished{{"provider", parent_input.provider->name()},
-                        {"agentId", child->id()},
-                        {"parentSessionId", parent.id()},
-                        {"childSessionId", child->id()},
-                        {"status", status == "ok" ? "ok" : "error"},
-                        {"stopReason", outcome.reason.at("kind")}};
-  if (outcome.final_text) finished["lastAssistantMessage"] = *outcome.final_text;
+  const bool ok = protocol::status_for(outcome.reason, parent.registry().options().max_tokens_as_success) ==
+                  protocol::TurnStatus::ok;
+  protocol::SubagentFinished finished{.provider = std::string(parent_input.provider->name()),
+                                      .child_session_id = child->id(),
+                                      .parent_session_id = parent.id(),
+                                      .ok = ok,
+                                      .stop_reason = outcome.reason.kind,
+                                      .last_assistant_message = outcome.final_text};
   co_await sink.on_subagent_finished(std::move(finished));
 
-  if (status == "ok") co_return ToolOutcome{outcome.final_text.value_or(""), false};
-  std::string why(outcome.reason.at("kind").as_string());
-  if (const json::value* message = outcome.reason.if_contains("message"); message && message->is_string()) {
+  if (ok) co_return ToolOutcome{outcome.final_text.value_or(""), false};
+  std::string why(protocol::to_string(outcome.reason.kind));
+  if (outcome.reason.kind == protocol::TurnEndReason::Kind::error) {
     why += ": ";
-    why += message->get_string();
+    why += outcome.reason.message;
   }
   co_return ToolOutcome{"subagent did not finish (" + why + ")", true};
 }

@@ -1,7 +1,7 @@
 #include "detail/turn.hpp"
 
 #include "harnessd/harness/session_registry.hpp"
-#include "harnessd/harness/turn_status.hpp"
+#include "harnessd/protocol/turn_end.hpp"
 #include "harnessd/llm/provider.hpp"
 #include "harnessd/util/json_append.hpp"
 
@@ -65,7 +65,7 @@ class TurnRun final : public llm::ChunkSink {
 
     co_await emit(turn_start, turn_start_data());
     co_await emit(user_message, user_message_data());
-    json::object reason = co_await run_steps();
+    protocol::TurnEndReason reason = co_await run_steps();
     co_await emit(turn_end_type, turn_end_data(reason));
     co_await flush();
     // The prompt is answered only once its turn is as durable as promised.
@@ -130,11 +130,11 @@ class TurnRun final : public llm::ChunkSink {
   }
   bool full() const { return spans_.size() >= batch_max_events || block_.size() >= batch_max_bytes; }
 
-  json::object aborted() const {
-    return turn_end::aborted(cancel_.reason().empty() ? "cancelled" : cancel_.reason());
+  protocol::TurnEndReason aborted() const {
+    return protocol::TurnEndReason::aborted(cancel_.reason().empty() ? "cancelled" : cancel_.reason());
   }
 
-  asio::awaitable<json::object> run_steps() {
+  asio::awaitable<protocol::TurnEndReason> run_steps() {
     const int max_steps = session_.registry().options().max_steps_per_turn;
     const int max_depth = session_.registry().options().max_delegation_depth;
     for (step_ = 0; step_ < max_steps; ++step_) {
@@ -163,24 +163,24 @@ class TurnRun final : public llm::ChunkSink {
       if (cancel_.cancelled() || result.finish == llm::FinishReason::cancelled) co_return aborted();
       switch (result.finish) {
         case llm::FinishReason::error:
-          co_return turn_end::error(result.error_message, result.error_code);
+          co_return protocol::TurnEndReason::error(result.error_message, result.error_code);
         case llm::FinishReason::length:
-          co_return turn_end::max_tokens();
+          co_return protocol::TurnEndReason::max_tokens();
         case llm::FinishReason::stop:
         case llm::FinishReason::cancelled:
-          co_return turn_end::completed();
+          co_return protocol::TurnEndReason::completed();
         case llm::FinishReason::tool_calls:
           break;
       }
       if (calls.empty()) {
-        co_return turn_end::error("the model asked for tools but sent no tool call", "PROTOCOL");
+        co_return protocol::TurnEndReason::error("the model asked for tools but sent no tool call", "PROTOCOL");
       }
       for (const llm::ToolCall& call : calls) {
         co_await run_tool(call);
         if (cancel_.cancelled()) co_return aborted();
       }
     }
-    co_return turn_end::error("the turn exceeded " + std::to_string(max_steps) + " model steps",
+    co_return protocol::TurnEndReason::error("the turn exceeded " + std::to_string(max_steps) + " model steps",
                               "MAX_STEPS");
   }
 
@@ -217,8 +217,8 @@ class TurnRun final : public llm::ChunkSink {
     chunk_json_ += '}';
     return chunk_json_;
   }
-  json::object turn_end_data(const json::object& reason) const {
-    return json::object{{"turn", turn_}, {"reason", reason}};
+  json::object turn_end_data(const protocol::TurnEndReason& reason) const {
+    return json::object{{"turn", turn_}, {"reason", json::value_from(reason)}};
   }
   json::object tool_call_data(const llm::ToolCall& call) const {
     json::object data = step_data();

@@ -113,7 +113,7 @@ void tag_invoke(json::value_from_tag, json::value& out, const InitializeResult& 
 }
 
 void tag_invoke(json::value_from_tag, json::value& out, const PromptResult& result) {
-  out = json::object{{"status", result.status}, {"reason", result.reason}};
+  out = json::object{{"status", to_string(result.status)}, {"reason", json::value_from(result.reason)}};
 }
 
 void tag_invoke(json::value_from_tag, json::value& out, const CancelResult& result) {

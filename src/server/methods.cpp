@@ -2,7 +2,7 @@
 #include "server/methods.hpp"
 
 #include "harnessd/harness/session_registry.hpp"
-#include "harnessd/harness/turn_status.hpp"
+#include "harnessd/protocol/turn_end.hpp"
 #include "harnessd/llm/provider.hpp"
 #include "harnessd/protocol/messages.hpp"
 #include "harnessd/rpc/error_code.hpp"
@@ -98,7 +98,7 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   }
   const bool max_tokens_ok = context.sessions.options().max_tokens_as_success;
   protocol::PromptResult result;
-  result.status = harness::status_for(outcome.reason, max_tokens_ok);
+  result.status = protocol::status_for(outcome.reason, max_tokens_ok);
   result.reason = std::move(outcome.reason);
   co_return result;
 }

@@ -7,19 +7,6 @@ namespace harnessd::server {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-namespace {
-
-// GCC 12 cannot keep string literal temporaries across co_await: frames and
-// names are built outside co_await expressions.
-constexpr std::string_view subagent_finished_method = "subagent.finished";
-
-std::string subagent_started_frame(std::string_view parent, std::string_view child) {
-  return rpc::encode_notification(
-      "subagent.started", json::object{{"parentSessionId", parent}, {"childSessionId", child}});
-}
-
-}  // namespace
-
 OutboxSink::OutboxSink(std::shared_ptr<Outbox> outbox, Metrics& metrics)
     : outbox_(std::move(outbox)), metrics_(metrics) {}
 
@@ -34,13 +21,14 @@ asio::awaitable<bool> OutboxSink::on_events(std::string block, std::size_t count
   co_return queued;
 }
 
-asio::awaitable<void> OutboxSink::on_subagent_started(std::string_view parent, std::string_view child) {
-  std::string frame = subagent_started_frame(parent, child);
+// Frames are built in named locals before the co_await (GCC 12 rule 2).
+asio::awaitable<void> OutboxSink::on_subagent_started(protocol::SubagentStarted note) {
+  std::string frame = rpc::encode_notification(protocol::subagent_started_method, json::value_from(note));
   co_await push(std::move(frame));
 }
 
-asio::awaitable<void> OutboxSink::on_subagent_finished(json::object info) {
-  std::string frame = rpc::encode_notification(subagent_finished_method, info);
+asio::awaitable<void> OutboxSink::on_subagent_finished(protocol::SubagentFinished note) {
+  std::string frame = rpc::encode_notification(protocol::subagent_finished_method, json::value_from(note));
   co_await push(std::move(frame));
 }
 

@@ -17,8 +17,8 @@ class OutboxSink final : public harness::EventSink {
 
   Envelope envelope(std::string_view session_id) override;
   boost::asio::awaitable<bool> on_events(std::string block, std::size_t count) override;
-  boost::asio::awaitable<void> on_subagent_started(std::string_view parent, std::string_view child) override;
-  boost::asio::awaitable<void> on_subagent_finished(boost::json::object info) override;
+  boost::asio::awaitable<void> on_subagent_started(protocol::SubagentStarted note) override;
+  boost::asio::awaitable<void> on_subagent_finished(protocol::SubagentFinished note) override;
 
  private:
   boost::asio::awaitable<void> push(std::string frame);

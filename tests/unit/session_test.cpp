@@ -1,7 +1,7 @@
 // The turn loop over a real io_context, a real JSONL store and a sink that
 // records what a connection would have been sent.
 #include "harnessd/harness/session_registry.hpp"
-#include "harnessd/harness/turn_status.hpp"
+#include "harnessd/protocol/turn_end.hpp"
 #include "harnessd/llm/scripted_provider.hpp"
 #include "harnessd/store/jsonl_store.hpp"
 
@@ -47,12 +47,12 @@ struct RecordingSink final : harness::EventSink {
     CHECK(events.size() - before == count);
     co_return true;
   }
-  asio::awaitable<void> on_subagent_started(std::string_view, std::string_view child) override {
-    notes.push_back("started " + std::string(child));
+  asio::awaitable<void> on_subagent_started(protocol::SubagentStarted note) override {
+    notes.push_back("started " + note.child_session_id);
     co_return;
   }
-  asio::awaitable<void> on_subagent_finished(json::object info) override {
-    notes.push_back("finished " + std::string(info.at("status").as_string()));
+  asio::awaitable<void> on_subagent_finished(protocol::SubagentFinished note) override {
+    notes.push_back(std::string("finished ") + (note.ok ? "ok" : "error"));
     co_return;
   }
 };
@@ -102,7 +102,7 @@ TEST_CASE("a turn emits the protocol's events in order with contiguous seq") {
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("s"), f.input("@chunks 2 3"), sink);
-  CHECK(outcome.reason.at("kind") == "completed");
+  CHECK(outcome.reason.kind == protocol::TurnEndReason::Kind::completed);
   CHECK(outcome.final_text == "aaabbb");
   CHECK(types_of(sink) == std::vector<std::string>{"turn/start", "user/message", "step/start", "assistant/chunk",
                                                    "assistant/chunk", "assistant/chunk", "assistant/chunk",
@@ -132,8 +132,8 @@ TEST_CASE("a busy session refuses a second reservation; cancel settles the turn 
   io.run();
   CHECK(refused);
   const auto outcome = running.get();
-  CHECK(outcome.reason.at("kind") == "aborted");
-  CHECK(outcome.reason.at("reason") == "cancelled");
+  CHECK(outcome.reason.kind == protocol::TurnEndReason::Kind::aborted);
+  CHECK(outcome.reason.reason == "cancelled");
   CHECK(first.events.back().second.at("type") == "turn/end");
   CHECK(!session->reserved());
 }
@@ -163,10 +163,10 @@ TEST_CASE("admission: a queued prompt runs once a slot frees, one over the queue
   });
   io.run();
   CHECK(queued_seen == 2);
-  CHECK(first.get().reason.at("kind") == "completed");
+  CHECK(first.get().reason.kind == protocol::TurnEndReason::Kind::completed);
   CHECK(queued.get().final_text == "echo: second");
   const auto aborted = cancelled.get();
-  CHECK(aborted.reason.at("kind") == "aborted");
+  CHECK(aborted.reason.kind == protocol::TurnEndReason::Kind::aborted);
   CHECK(c.events.empty());  // it never started: nothing logged, nothing sent
   const auto over = refused.get();
   CHECK(over.overloaded);
@@ -251,7 +251,7 @@ TEST_CASE("a log that ends inside a turn is closed with an interrupted turn/end 
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("r"), f.input("again"), sink);
-  CHECK(outcome.reason.at("kind") == "completed");
+  CHECK(outcome.reason.kind == protocol::TurnEndReason::Kind::completed);
   CHECK(sink.events.front().second.at("seq") == 12);  // 11 is the appended interrupted turn/end
   CHECK(sink.events.front().second.at("data").at("turn") == 2);
 
@@ -271,7 +271,7 @@ TEST_CASE("the subagent tool runs a child session and reports its answer") {
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("parent"), f.input("@subagent @reply inner"), sink);
-  CHECK(outcome.reason.at("kind") == "completed");
+  CHECK(outcome.reason.kind == protocol::TurnEndReason::Kind::completed);
   CHECK(outcome.final_text == "subagent said: inner");
   REQUIRE(sink.notes.size() == 2);
   CHECK(sink.notes[1] == "finished ok");
@@ -290,7 +290,7 @@ TEST_CASE("the model error directive ends the turn with an error reason") {
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("e"), f.input("@error boom"), sink);
-  CHECK(outcome.reason.at("kind") == "error");
-  CHECK(outcome.reason.at("message") == "boom");
-  CHECK(harness::status_for(outcome.reason, false) == "error");
+  CHECK(outcome.reason.kind == protocol::TurnEndReason::Kind::error);
+  CHECK(outcome.reason.message == "boom");
+  CHECK(protocol::status_for(outcome.reason, false) == protocol::TurnStatus::error);
 }

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/json/object.hpp>
+#include "harnessd/protocol/notifications.hpp"
 
 #include <string>
 #include <string_view>
@@ -31,10 +31,8 @@ class EventSink {
   /// Takes the block. Returns false once the client is gone: the turn then
   /// has nobody to stream to.
   virtual boost::asio::awaitable<bool> on_events(std::string block, std::size_t count) = 0;
-  virtual boost::asio::awaitable<void> on_subagent_started(std::string_view parent_session_id,
-                                                           std::string_view child_session_id) = 0;
-  /// `info` holds the subagent.finished fields of protocol §5.
-  virtual boost::asio::awaitable<void> on_subagent_finished(boost::json::object info) = 0;
+  virtual boost::asio::awaitable<void> on_subagent_started(protocol::SubagentStarted note) = 0;
+  virtual boost::asio::awaitable<void> on_subagent_finished(protocol::SubagentFinished note) = 0;
 };
 
 }  // namespace harnessd::harness

@@ -4,6 +4,7 @@
 // at once even while a turn keeps the strand busy) before it runs.
 #pragma once
 
+#include "harnessd/protocol/turn_end.hpp"
 #include "harnessd/harness/event_sink.hpp"
 #include "harnessd/llm/cancel_scope.hpp"
 #include "harnessd/llm/chat.hpp"
@@ -54,7 +55,7 @@ struct PromptInput {
 struct PromptOutcome {
   bool overloaded = false;            ///< refused: the admission queue is full
   std::int64_t retry_after_ms = 0;    ///< with `overloaded`: a hint for the client
-  boost::json::object reason;         ///< TurnEndReason of the settled turn
+  protocol::TurnEndReason reason;     ///< how the settled turn ended
   std::optional<std::string> final_text;  ///< text of the last assistant/message
 };
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "harnessd/protocol/session_id.hpp"
+#include "harnessd/protocol/turn_end.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/value.hpp>
@@ -42,11 +43,10 @@ struct PromptParams {
   boost::json::array content_blocks;  ///< each {"type":"text","text":STRING}
 };
 
-/// The turn's outcome: `status` is "ok", "error" or "aborted"; `reason` the
-/// TurnEndReason object.
+/// The turn's outcome.
 struct PromptResult {
-  std::string_view status;
-  boost::json::object reason;
+  TurnStatus status = TurnStatus::ok;
+  TurnEndReason reason;
 };
 
 struct CancelParams {
