@@ -3,6 +3,7 @@
 #include "detail/turn.hpp"
 #include "harnessd/harness/session_registry.hpp"
 #include "harnessd/protocol/turn_end.hpp"
+#include "harnessd/store/errc.hpp"
 #include "harnessd/util/json_fields.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -118,8 +119,7 @@ bool Session::cancel(const std::string& why, const TurnOwner* owner) {
 namespace {
 
 [[noreturn]] void refuse_log(const std::string& id, const std::string& why) {
-  throw std::system_error(std::make_error_code(std::errc::invalid_argument),
-                          "corrupt session log of " + id + ": " + why);
+  throw std::system_error(store::errc::invalid_log, "corrupt session log of " + id + ": " + why);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "detail/group_commit.hpp"
 #include "detail/log_file.hpp"
+#include "harnessd/store/errc.hpp"
 #include "harnessd/util/json_limits.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -212,8 +213,7 @@ std::unique_ptr<SessionLog> JsonlStore::open_now(const SessionHeader& header) {
       if (!parsed) {
         const bool last = !complete || newline + 1 == content.size();
         if (!last) {
-          throw std::system_error(std::make_error_code(std::errc::illegal_byte_sequence),
-                                  "corrupt line inside " + path);
+          throw std::system_error(errc::corrupt_line, "corrupt line inside " + path);
         }
         break;  // torn tail: dropped below
       }
@@ -230,8 +230,7 @@ std::unique_ptr<SessionLog> JsonlStore::open_now(const SessionHeader& header) {
     if (stored_header) {
       const json::value* id = stored_header->if_contains("id");
       if (id == nullptr || !id->is_string() || id->get_string() != header.id) {
-        throw std::system_error(std::make_error_code(std::errc::invalid_argument),
-                                path + " belongs to another session id");
+        throw std::system_error(errc::foreign_log, path);
       }
     } else {
       stored_header = header.to_json();

@@ -1,3 +1,4 @@
+#include "harnessd/store/errc.hpp"
 #include "harnessd/store/jsonl_store.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -111,14 +112,27 @@ TEST_CASE("corruption before the last line refuses to open rather than losing ev
   JsonlStore store(dir.path);
   { append_one(*store.open_now(header_for("c")), R"({"type":"turn/start","seq":0})"); }
   { std::ofstream(dir.path / "c.jsonl", std::ios::app) << "{bad\n" << R"({"type":"turn/end","seq":2})" << "\n"; }
-  CHECK_THROWS_AS(store.open_now(header_for("c")), std::system_error);
+  try {
+    store.open_now(header_for("c"));
+    FAIL("a corrupt log was opened");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == harnessd::store::errc::corrupt_line);
+    CHECK(e.code() == std::errc::illegal_byte_sequence);  // what generic code sees
+    CHECK(std::string(e.code().category().name()) == "harnessd.store");
+  }
 }
 
 TEST_CASE("a file whose header names another id is refused") {
   TempDir dir;
   JsonlStore store(dir.path);
   { std::ofstream(dir.path / "x.jsonl") << R"({"type":"session","version":0,"id":"y","createdAt":1,"delegationDepth":0})" << "\n"; }
-  CHECK_THROWS_AS(store.open_now(header_for("x")), std::system_error);
+  try {
+    store.open_now(header_for("x"));
+    FAIL("another session's log was opened");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == harnessd::store::errc::foreign_log);
+    CHECK(std::string(e.what()).ends_with("x.jsonl: the log belongs to another session id"));
+  }
 }
 
 TEST_CASE("many sessions' turn ends share sync rounds, and every append is on disk after end_turn") {
