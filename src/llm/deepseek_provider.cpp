@@ -317,7 +317,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     parser.get().body().data = chunk_buffer.data();
     parser.get().body().size = chunk_buffer.size();
     // After [DONE] only the end of the HTTP body is expected: wait briefly.
-    lowest.expires_after(decoder.done() ? std::chrono::milliseconds(2000) : config.idle_timeout);
+    lowest.expires_after(decoder.done() ? config.body_end_timeout : config.idle_timeout);
     co_await http::async_read_some(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};

@@ -35,9 +35,6 @@ using Response = http::response<http::string_body>;
 
 namespace {
 
-constexpr auto http_read_timeout = std::chrono::seconds(30);
-constexpr std::size_t max_http_body = 64 * 1024;
-
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
 /// Value of `name` in the query string of `target`, undecoded ("" if absent).
@@ -151,8 +148,8 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
-    parser.body_limit(max_http_body);
-    stream.expires_after(http_read_timeout);
+    parser.body_limit(server.context().config.max_http_body_bytes);
+    stream.expires_after(server.context().config.http_read_timeout);
     boost::system::error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
@@ -171,8 +168,9 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
         co_return;
       }
       const ServerConfig& config = server.context().config;
-      transport::WebSocketOptions options{config.max_frame_bytes, config.ws_idle_timeout, config.ws_deflate,
-                                          config.ws_deflate_threshold};
+      transport::WebSocketOptions options{config.max_frame_bytes,    config.ws_idle_timeout,
+                                          config.ws_deflate,         config.ws_deflate_threshold,
+                                          config.ws_handshake_timeout, config.ws_close_timeout};
       auto strand = Connection::Strand(stream.get_executor());
       auto ws = std::make_unique<transport::WebSocketTransport>(std::move(stream), options, "ws:" + peer);
       if (!co_await ws->accept(req)) co_return;

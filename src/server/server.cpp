@@ -63,7 +63,7 @@ asio::awaitable<void> Server::accept_loop(std::shared_ptr<Listener> listener) {
     if (ec) {
       // Out of descriptors and the like: back off instead of spinning.
       spdlog::warn("{}: accept failed: {}", listener->url, ec.message());
-      asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(100));
+      asio::steady_timer pause(co_await asio::this_coro::executor, context_.config.accept_retry_delay);
       co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }

@@ -147,11 +147,16 @@ std::string session_file_name(std::string_view session_id) {
   return name + ".jsonl";
 }
 
-std::optional<SyncMode> parse_sync_mode(std::string_view name) {
-  if (name == "turn") return SyncMode::turn;
-  if (name == "batch") return SyncMode::batch;
-  if (name == "none") return SyncMode::none;
-  return std::nullopt;
+std::string_view to_string(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::turn:
+      return "turn";
+    case SyncMode::batch:
+      return "batch";
+    case SyncMode::none:
+      return "none";
+  }
+  return "turn";
 }
 
 JsonlStore::JsonlStore(fs::path root, JsonlOptions options)

@@ -21,7 +21,6 @@ namespace websocket = beast::websocket;
 namespace {
 // Messages read ahead of the dispatcher; beyond this the pump waits.
 constexpr std::size_t max_inbox_messages = 64;
-constexpr auto close_handshake_timeout = std::chrono::milliseconds(500);
 }  // namespace
 
 WebSocketTransport::WebSocketTransport(beast::tcp_stream stream, WebSocketOptions options, std::string peer)
@@ -34,7 +33,7 @@ WebSocketTransport::WebSocketTransport(beast::tcp_stream stream, WebSocketOption
 asio::awaitable<bool> WebSocketTransport::accept(const Request& upgrade) {
   beast::get_lowest_layer(ws_).expires_never();
   websocket::stream_base::timeout timeout{};
-  timeout.handshake_timeout = std::chrono::seconds(10);
+  timeout.handshake_timeout = options_.handshake_timeout;
   timeout.idle_timeout = options_.idle_timeout;  // pings at half of it, closes when silent
   timeout.keep_alive_pings = true;
   ws_.set_option(timeout);
@@ -190,7 +189,7 @@ void WebSocketTransport::stop_reading() {
 asio::awaitable<void> WebSocketTransport::close() {
   // The close handshake waits for the peer (its close frame, then its FIN
   // during teardown); a peer that never answers is cut off after a moment.
-  asio::steady_timer deadline(ws_.get_executor(), close_handshake_timeout);
+  asio::steady_timer deadline(ws_.get_executor(), options_.close_timeout);
   deadline.async_wait([this](boost::system::error_code ec) {
     if (!ec) force_close();
   });

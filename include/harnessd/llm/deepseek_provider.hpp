@@ -25,6 +25,8 @@ struct DeepSeekConfig {
   std::chrono::milliseconds idle_timeout{60'000};   ///< longest silence inside a stream
   int max_attempts = 3;                             ///< for 429/5xx before any byte streamed
   std::chrono::milliseconds retry_base_delay{500};  ///< doubled per attempt
+  /// After [DONE], how long the end of the HTTP body may take.
+  std::chrono::milliseconds body_end_timeout{2'000};
   std::size_t max_idle_connections = 16;
   /// Input bounds against a runaway endpoint; exceeding one ends the call
   /// with error code STREAM_TOO_LARGE.

@@ -36,6 +36,14 @@ struct ServerConfig {
   std::chrono::milliseconds ws_idle_timeout{60'000};
   bool ws_deflate = false;
   std::size_t ws_deflate_threshold = 1024;
+  /// An HTTP request (or WebSocket upgrade) must arrive whole within this.
+  std::chrono::milliseconds http_read_timeout{30'000};
+  std::size_t max_http_body_bytes = 64 * 1024;
+  /// The WebSocket opening and closing handshakes.
+  std::chrono::milliseconds ws_handshake_timeout{10'000};
+  std::chrono::milliseconds ws_close_timeout{500};
+  /// After a failed accept (out of descriptors): the pause before the next.
+  std::chrono::milliseconds accept_retry_delay{100};
 };
 
 struct ServerContext {

@@ -56,7 +56,7 @@ class JsonlStore final : public EventStore {
 /// ids whose encoding is too long for a file name end in a SHA-256 digest.
 std::string session_file_name(std::string_view session_id);
 
-/// Parses a SyncMode name ("turn", "batch", "none"); nullopt when unknown.
-std::optional<SyncMode> parse_sync_mode(std::string_view name);
+/// "turn", "batch" or "none".
+std::string_view to_string(SyncMode mode);
 
 }  // namespace harnessd::store

@@ -24,6 +24,8 @@ struct WebSocketOptions {
   std::chrono::milliseconds idle_timeout{60'000};
   bool deflate = false;
   std::size_t deflate_threshold = 1024;
+  std::chrono::milliseconds handshake_timeout{10'000};
+  std::chrono::milliseconds close_timeout{500};
 };
 
 class WebSocketTransport final : public FrameTransport {

@@ -1,0 +1,115 @@
+#include "daemon_config.hpp"
+
+#include <CLI/CLI.hpp>
+
+
+namespace harnessd {
+
+namespace {
+
+constexpr std::int64_t one_week_ms = std::int64_t{7} * 86'400'000;
+
+/// A millisecond flag bound to a duration field; --help shows its value.
+CLI::Option* add_ms(CLI::App& app, const std::string& name, std::chrono::milliseconds& target,
+                    const std::string& help, std::int64_t min = 0, std::int64_t max = one_week_ms) {
+  return app
+      .add_option_function<std::int64_t>(
+          name, [&target](std::int64_t ms) { target = std::chrono::milliseconds(ms); }, help)
+      ->default_str(std::to_string(target.count()))
+      ->check(CLI::Range(min, max));
+}
+
+}  // namespace
+
+void add_flags(CLI::App& app, DaemonConfig& config) {
+  // Every option bound to a field shows that field's value as its default.
+  app.option_defaults()->always_capture_default();
+
+  app.add_flag("--stdio", config.stdio, "Serve one client on stdin/stdout (NDJSON); exit when it is done");
+  app.add_option("--listen", config.listen,
+                 "Listen on tcp://HOST:PORT (NDJSON) or ws://HOST:PORT (WebSocket + HTTP); repeatable; "
+                 "port 0 picks a free port. Without --stdio the default is ws://127.0.0.1:7878 and "
+                 "tcp://127.0.0.1:7879");
+  app.add_option("--ready-file", config.ready_file,
+                 "Once every listener is bound, write {\"listen\":[URL,...]} to this file");
+  app.add_option("--threads", config.threads, "I/O threads (0: one per core)")->check(CLI::Range(0u, 256u));
+  app.add_option("--session-root", config.session_root,
+                 "Directory of the JSONL session logs (empty: $DSH_SESSION_ROOT, else ./.sessions)");
+  app.add_option("--store", config.store, "Event store: jsonl (durable) or memory")
+      ->check(CLI::IsMember({"jsonl", "memory"}));
+
+  // store
+  app.add_option_function<std::string>(
+         "--sync",
+         [&config](const std::string& name) {
+           for (const auto mode : {store::SyncMode::turn, store::SyncMode::batch, store::SyncMode::none}) {
+             if (store::to_string(mode) == name) config.jsonl.sync = mode;
+           }
+         },
+         "When session logs reach the disk: turn (every prompt is answered only after its turn is synced; "
+         "many turns share one sync), batch (synced every --sync-interval-ms; answers do not wait), none "
+         "(left to the OS). A daemon crash loses nothing in any mode")
+      ->check(CLI::IsMember({"turn", "batch", "none"}))
+      ->default_str(std::string(store::to_string(config.jsonl.sync)));
+  add_ms(app, "--sync-interval-ms", config.jsonl.sync_interval, "With --sync batch: the sync period", 1, 60'000);
+
+  // harness
+  add_ms(app, "--session-idle-ms", config.harness.session_idle,
+         "Evict a session (close its log, free its memory) after this long without a prompt; its next "
+         "prompt loads it again",
+         1, 86'400'000);
+  app.add_option("--max-open-logs", config.max_open_logs,
+                 "Loaded sessions (one open log each) before the least recently used idle ones are evicted "
+                 "(0: a quarter of the file descriptor limit)");
+  app.add_option("--max-running-turns", config.max_running_turns,
+                 "Turns running at once; later prompts wait in line (0: 256, or an eighth of the file "
+                 "descriptor limit if that is lower)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
+  app.add_option("--max-queued-turns", config.harness.max_queued_turns,
+                 "Prompts waiting for a running slot; beyond it a prompt is refused with -32005 "
+                 "\"server overloaded\" and data.retryAfterMs");
+  app.add_flag("--max-tokens-as-success", config.harness.max_tokens_as_success,
+               "Report turns that stop at the token limit as status ok instead of error");
+
+  // server
+  app.add_option("--provider", config.server.default_provider, "Provider of clients that name none in initialize");
+  app.add_option("--max-frame-bytes", config.server.max_frame_bytes, "Largest accepted message in bytes")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30));
+  add_ms(app, "--write-timeout-ms", config.server.write_timeout,
+         "Close a client that accepts no bytes for this long while output waits");
+  add_ms(app, "--handshake-timeout-ms", config.server.handshake_timeout,
+         "Close a network client that has not initialized (and authenticated) by then", 1, 3'600'000);
+  add_ms(app, "--idle-timeout-ms", config.server.idle_timeout,
+         "Close a network client that sends no request and runs no prompt for this long (0: never)");
+  add_ms(app, "--shutdown-grace-ms", config.shutdown_grace,
+         "On SIGINT/SIGTERM, wait this long for turns to settle before exiting");
+  app.add_option("--auth-token-file", config.auth_token_file,
+                 "Require this bearer token from network clients: WebSocket upgrade "
+                 "(Authorization: Bearer or ?access_token=) and TCP (initialize authToken)");
+  app.add_option("--allow-origin", config.server.allowed_origins,
+                 "Allow WebSocket upgrades from this Origin (repeatable); same-origin and Origin-less "
+                 "clients are always allowed");
+  add_ms(app, "--ws-idle-timeout-ms", config.server.ws_idle_timeout,
+         "Ping idle WebSocket clients and close those silent for this long");
+  app.add_flag("--ws-deflate", config.server.ws_deflate, "Enable permessage-deflate on WebSocket");
+  app.add_option("--ws-deflate-threshold", config.server.ws_deflate_threshold,
+                 "With --ws-deflate, compress messages of at least this many bytes");
+
+  // deepseek
+  app.add_option("--system-prompt", config.deepseek.system_prompt, "System prompt sent to the deepseek provider");
+  add_ms(app, "--model-connect-timeout-ms", config.deepseek.connect_timeout,
+         "deepseek: connect + TLS handshake deadline");
+  add_ms(app, "--model-first-byte-timeout-ms", config.deepseek.first_byte_timeout,
+         "deepseek: deadline for the response headers");
+  add_ms(app, "--model-idle-timeout-ms", config.deepseek.idle_timeout, "deepseek: longest silence inside a stream");
+  app.add_option("--model-attempts", config.deepseek.max_attempts,
+                 "deepseek: tries for 429/5xx/connect failures before anything streamed")
+      ->check(CLI::Range(1, 10));
+  add_ms(app, "--model-retry-delay-ms", config.deepseek.retry_base_delay,
+         "deepseek: first retry delay, doubled per attempt");
+
+  app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+}
+
+}  // namespace harnessd
