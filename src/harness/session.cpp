@@ -112,8 +112,7 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
 bool Session::cancel(const std::string& why, const TurnOwner* owner) {
   std::lock_guard lock(running_mutex_);
   if (running_ == nullptr || (owner != nullptr && owner != running_owner_)) return false;
-  running_->cancel(why);
-  return true;
+  return running_->cancel(why);
 }
 
 namespace {
@@ -192,9 +191,14 @@ std::int64_t Session::allocate_turn() {
 }
 
 void Session::append_event(std::string& out, std::string_view type, const json::object& data) {
-  apply_to_conversation(type, data);
   const std::string data_json = json::serialize(data);
   append_serialized_event(out, type, data_json);
+}
+
+void Session::append_message_event(std::string& out, std::string_view type, const json::object& data,
+                                   llm::ChatMessage message) {
+  append_event(out, type, data);
+  messages_.push_back(std::move(message));
 }
 
 void Session::append_serialized_event(std::string& event, std::string_view type, std::string_view data_json) {
@@ -220,6 +224,8 @@ void Session::write_events(std::span<const std::string_view> events) { log_->app
 
 boost::asio::awaitable<void> Session::end_turn_in_log() { co_await log_->end_turn(); }
 
+// The conversation from logged events: what a loaded session resumes with.
+// A live turn hands over its typed messages instead (append_message_event).
 void Session::apply_to_conversation(std::string_view type, const json::object& data) {
   if (type == "user/message") {
     messages_.push_back(ChatMessage{.role = ChatMessage::Role::user,

@@ -63,10 +63,13 @@ class TurnRun final : public llm::ChunkSink {
       }
     } settle{stats, started};
 
-    co_await emit(turn_start, turn_start_data());
-    co_await emit(user_message, user_message_data());
+    add(turn_start, turn_start_data());
+    add_message(user_message, user_message_data(), user_chat_message());
+    co_await flush_if_full();
     protocol::TurnEndReason reason = co_await run_steps();
-    co_await emit(turn_end_type, turn_end_data(reason));
+    // From here the turn ends as decided; a cancel that came first wins.
+    if (reason.kind != protocol::TurnEndReason::Kind::aborted && !cancel_.settle()) reason = aborted();
+    add(turn_end_type, turn_end_data(reason));
     co_await flush();
     // The prompt is answered only once its turn is as durable as promised.
     co_await session_.end_turn_in_log();
@@ -110,10 +113,19 @@ class TurnRun final : public llm::ChunkSink {
     llm::ToolCall call;
   };
 
-  asio::awaitable<void> emit(std::string_view type, json::object data) {
+  // Events are added by plain functions and flushed by a coroutine without
+  // arguments: no temporary is ever passed into a coroutine (GCC 12 rule 4).
+  void add(std::string_view type, const json::object& data) {
     const std::size_t start = begin_event();
     session_.append_event(block_, type, data);
     end_event(start);
+  }
+  void add_message(std::string_view type, const json::object& data, llm::ChatMessage message) {
+    const std::size_t start = begin_event();
+    session_.append_message_event(block_, type, data, std::move(message));
+    end_event(start);
+  }
+  asio::awaitable<void> flush_if_full() {
     if (full()) co_await flush();
   }
 
@@ -141,7 +153,7 @@ class TurnRun final : public llm::ChunkSink {
       if (cancel_.cancelled()) co_return aborted();
       blocks_.clear();
       usage_.reset();
-      co_await emit(step_start, step_data());
+      add(step_start, step_data());
       co_await flush();  // the client sees the step begin before the model answers
 
       llm::ModelRequest request;
@@ -156,9 +168,11 @@ class TurnRun final : public llm::ChunkSink {
         result = llm::ModelResult{llm::FinishReason::error, e.what(), "PROVIDER"};
       }
 
-      std::vector<llm::ToolCall> calls;
-      if (!blocks_.empty()) co_await emit(assistant_message, build_message(calls));
-      co_await emit(step_end, step_data());
+      if (!blocks_.empty()) add_assistant_message();
+      add(step_end, step_data());
+      co_await flush_if_full();
+      const std::vector<llm::ToolCall> calls = std::move(step_calls_);
+      step_calls_.clear();
 
       if (cancel_.cancelled() || result.finish == llm::FinishReason::cancelled) co_return aborted();
       switch (result.finish) {
@@ -185,7 +199,7 @@ class TurnRun final : public llm::ChunkSink {
   }
 
   asio::awaitable<void> run_tool(const llm::ToolCall& call) {
-    co_await emit(tool_call, tool_call_data(call));
+    add(tool_call, tool_call_data(call));
     co_await flush();  // a child's events follow this turn's, never overtake them
     ToolOutcome outcome;
     if (call.name == "subagent") {
@@ -193,7 +207,12 @@ class TurnRun final : public llm::ChunkSink {
     } else {
       outcome = ToolOutcome{"unknown tool: " + call.name, true};
     }
-    co_await emit(tool_result, tool_result_data(call, outcome));
+    add_message(tool_result, tool_result_data(call, outcome),
+                llm::ChatMessage{.role = llm::ChatMessage::Role::tool,
+                                 .text = outcome.text,
+                                 .tool_call_id = call.id,
+                                 .is_error = outcome.is_error});
+    co_await flush_if_full();
   }
 
   // Event payloads, built outside co_await expressions (see the constants).
@@ -260,9 +279,18 @@ class TurnRun final : public llm::ChunkSink {
     }
   };
 
-  json::object build_message(std::vector<llm::ToolCall>& calls) {
+  llm::ChatMessage user_chat_message() const {
+    llm::ChatMessage message{.role = llm::ChatMessage::Role::user};
+    for (const json::value& block : input_.content) message.text += block.at("text").get_string();
+    return message;
+  }
+
+  /// The step's assistant/message from its folded blocks, and the same
+  /// message for the conversation; the tool calls it asks for are kept for
+  /// the step to run.
+  void add_assistant_message() {
+    llm::ChatMessage chat{.role = llm::ChatMessage::Role::assistant};
     json::array content;
-    std::string text;
     for (auto& [index, block] : blocks_) {
       if (block.type == protocol::BlockType::tool_call) {
         if (block.call.id.empty()) block.call.id = "call_" + std::to_string(turn_) + "_" +
@@ -271,20 +299,22 @@ class TurnRun final : public llm::ChunkSink {
                                        {"id", block.call.id},
                                        {"name", block.call.name},
                                        {"arguments", block.call.arguments}});
-        calls.push_back(block.call);
+        step_calls_.push_back(block.call);
+        chat.tool_calls.push_back(block.call);
       } else if (block.type) {
-        if (block.type == protocol::BlockType::text) text += block.text;
+        if (block.type == protocol::BlockType::text) chat.text += block.text;
+        if (block.type == protocol::BlockType::reasoning) chat.reasoning += block.text;
         content.push_back(json::object{{"type", protocol::to_string(*block.type)}, {"text", block.text}});
       }
     }
-    final_text_ = std::move(text);
+    final_text_ = chat.text;
     json::object message{{"turn", turn_},
                          {"step", step_},
                          {"content", std::move(content)},
                          {"provenance", json::object{{"provider", input_.provider->name()},
                                                      {"model", input_.model}}}};
     if (usage_) message["usage"] = *usage_;
-    return message;
+    add_message(assistant_message, message, std::move(chat));
   }
 
   Session& session_;
@@ -294,6 +324,7 @@ class TurnRun final : public llm::ChunkSink {
   const std::int64_t turn_;
   int step_ = 0;
   std::map<int, Block> blocks_;
+  std::vector<llm::ToolCall> step_calls_;  ///< what the step's assistant/message asked for
   std::optional<json::object> usage_;
   std::optional<std::string> final_text_;
   const EventSink::Envelope envelope_ = sink_.envelope(session_.id());

@@ -19,9 +19,17 @@ void CancelScope::State::run_hook() {
   if (auto current = std::exchange(hook, nullptr)) current();
 }
 
-void CancelScope::cancel(std::string reason) {
+bool CancelScope::settle() {
   int expected = 0;
-  if (!state_->phase.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
+  return state_->phase.compare_exchange_strong(expected, settled_phase, std::memory_order_acq_rel) ||
+         expected == settled_phase;
+}
+
+bool CancelScope::cancel(std::string reason) {
+  int expected = 0;
+  if (!state_->phase.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    return expected != settled_phase;  // already cancelled (or being): still true
+  }
   state_->reason = std::move(reason);
   state_->phase.store(cancelled_phase, std::memory_order_release);
   if (!strand_ || strand_->running_in_this_thread()) {
@@ -29,6 +37,7 @@ void CancelScope::cancel(std::string reason) {
   } else {
     boost::asio::post(*strand_, [state = state_] { state->run_hook(); });
   }
+  return true;
 }
 
 void CancelScope::set_hook(std::function<void()> hook) { state_->hook = std::move(hook); }

@@ -294,3 +294,17 @@ TEST_CASE("the model error directive ends the turn with an error reason") {
   CHECK(outcome.reason.message == "boom");
   CHECK(protocol::status_for(outcome.reason, false) == protocol::TurnStatus::error);
 }
+
+TEST_CASE("a cancel reports true only if the turn will end aborted") {
+  llm::CancelScope running;
+  CHECK(running.cancel("cancelled"));
+  CHECK(running.cancel("again"));  // still aborted: still true
+  CHECK_FALSE(running.settle());   // the turn must end aborted
+  CHECK(running.reason() == "cancelled");
+
+  llm::CancelScope settled;
+  CHECK(settled.settle());
+  CHECK_FALSE(settled.cancel("too late"));
+  CHECK_FALSE(settled.cancelled());
+  CHECK(settled.settle());
+}

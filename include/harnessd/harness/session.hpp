@@ -95,10 +95,14 @@ class Session : public std::enable_shared_from_this<Session> {
   bool cancel(const std::string& why, const TurnOwner* owner = nullptr);
 
   // --- used by the turn loop, on strand() ---
-  /// Stamps seq and time on an event and appends it, serialized, to `out`;
-  /// also applies it to the conversation. Not yet in the log: see
-  /// write_events().
+  /// Stamps seq and time on an event and appends it, serialized, to `out`.
+  /// Not yet in the log: see write_events().
   void append_event(std::string& out, std::string_view type, const boost::json::object& data);
+  /// The same for an event that adds `message` to the conversation (user
+  /// and assistant messages, tool results): the turn hands over the typed
+  /// message it built the event from.
+  void append_message_event(std::string& out, std::string_view type, const boost::json::object& data,
+                            llm::ChatMessage message);
   /// The same for an event whose data is already serialized and does not
   /// change the conversation (chunks, step boundaries): the hot path.
   void append_serialized_event(std::string& out, std::string_view type, std::string_view data_json);

@@ -31,7 +31,14 @@ class CancelScope {
 
   /// Marks the scope cancelled (the first reason wins) and runs the current
   /// hook on the strand, so a pending wait (a timer, a socket) ends at once.
-  void cancel(std::string reason);
+  /// Returns false once the turn has settled (see settle()): it ends as it
+  /// decided, and a caller must not report it cancelled.
+  bool cancel(std::string reason);
+
+  /// The turn decided how it ends (completed, error, ...): later cancels
+  /// change nothing. Returns false when a cancel came first; the turn must
+  /// then end aborted.
+  bool settle();
 
   /// Installs what cancel() must interrupt; cleared by the RAII guard below.
   void set_hook(std::function<void()> hook);
@@ -53,9 +60,10 @@ class CancelScope {
 
  private:
   static constexpr int cancelled_phase = 2;
+  static constexpr int settled_phase = 3;
   /// Shared with a hook run posted to the strand, which may outlive the scope.
   struct State {
-    std::atomic<int> phase{0};  ///< 0 running, 1 being cancelled, 2 cancelled
+    std::atomic<int> phase{0};  ///< 0 running, 1 being cancelled, 2 cancelled, 3 settled
     std::string reason;         ///< written once, before phase becomes 2
     std::function<void()> hook; ///< strand-only
     void run_hook();
