@@ -165,7 +165,7 @@ class TurnRun final : public llm::ChunkSink {
       try {
         result = co_await input_.provider->stream(request, *this, cancel_);
       } catch (const std::exception& e) {
-        result = llm::ModelResult{llm::FinishReason::error, e.what(), "PROVIDER"};
+        result = llm::error_result(e.what(), llm::errc::provider);
       }
 
       if (!blocks_.empty()) add_assistant_message();

@@ -118,12 +118,8 @@ std::string error_message_from_body(std::string_view body) {
   return text;
 }
 
-ModelResult error_result(std::string message, std::string code) {
-  return ModelResult{FinishReason::error, std::move(message), std::move(code)};
-}
-
 ModelResult too_large_result(std::string message) {
-  return error_result(std::move(message), "STREAM_TOO_LARGE");
+  return error_result(std::move(message), errc::stream_too_large);
 }
 
 std::string upper(std::string_view s) {
@@ -250,7 +246,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
   co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
   if (cancel.cancelled()) co_return Attempt{ModelResult{FinishReason::cancelled}};
   if (ec) {
-    attempt.result = error_result("sending the request failed: " + ec.message(), "CONNECTION");
+    attempt.result = error_result("sending the request failed: " + ec.message(), errc::connection);
     attempt.retryable = true;
     co_return attempt;
   }
@@ -267,7 +263,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     const bool timed_out = ec == beast::error::timeout;
     attempt.result = error_result(timed_out ? "no answer from the model within the first-byte timeout"
                                             : "the connection closed before an answer: " + ec.message(),
-                                  timed_out ? "TIMEOUT" : "STREAM_CLOSED");
+                                  timed_out ? errc::timeout : errc::stream_closed);
     attempt.retryable = true;
     co_return attempt;
   }
@@ -291,15 +287,15 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     const std::string message = "the model endpoint answered HTTP " + std::to_string(status) +
                                 (detail.empty() ? "" : ": " + detail);
     if (status == 401 || status == 403) {
-      attempt.result = error_result(message, "AUTH");
+      attempt.result = error_result(message, errc::auth);
     } else if (status == 429) {
-      attempt.result = error_result(message, "RATE_LIMIT");
+      attempt.result = error_result(message, errc::rate_limit);
       attempt.retryable = true;
     } else if (status >= 500) {
-      attempt.result = error_result(message, "SERVER");
+      attempt.result = error_result(message, errc::server);
       attempt.retryable = true;
     } else {
-      attempt.result = error_result(message, "HTTP_" + std::to_string(status));
+      attempt.result = error_result(message, errc::http_status, "HTTP_" + std::to_string(status));
     }
     const auto retry_after = parser.get()[http::field::retry_after];
     if (!retry_after.empty()) {
@@ -329,7 +325,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
         if (!decoder.on_data(event.data, chunks)) break;
       }
     } catch (const std::exception& e) {
-      co_return Attempt{error_result(e.what(), "BAD_STREAM")};
+      co_return Attempt{error_result(e.what(), errc::bad_stream)};
     }
     events.clear();
     for (protocol::Chunk& chunk : chunks) co_await sink.on_chunk(std::move(chunk));
@@ -349,7 +345,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     const bool timed_out = ec == beast::error::timeout;
     attempt.result = error_result(timed_out ? "the model stream went silent past the idle timeout"
                                             : "the model stream closed before [DONE]",
-                                  timed_out ? "TIMEOUT" : "STREAM_CLOSED");
+                                  timed_out ? errc::timeout : errc::stream_closed);
     // Nothing reached the client yet: safe to try again.
     attempt.retryable = !decoder.received_any();
     co_return attempt;
@@ -361,7 +357,8 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
   if (const auto mapped = openai::map_finish_reason(reason)) {
     attempt.result = ModelResult{*mapped};
   } else {
-    attempt.result = error_result("the model stopped with finish_reason \"" + reason + "\"", "FINISH_" + upper(reason));
+    attempt.result = error_result("the model stopped with finish_reason \"" + reason + "\"", errc::finish_reason,
+                                  "FINISH_" + upper(reason));
   }
   co_return attempt;
 }
@@ -393,7 +390,7 @@ asio::awaitable<ModelResult> DeepSeekProvider::stream(const ModelRequest& reques
                                             cancel, error);
       if (cancel.cancelled()) co_return ModelResult{FinishReason::cancelled};
       if (!connection) {
-        last = error_result(error, "CONNECT");
+        last = error_result(error, errc::connect);
         spdlog::warn("deepseek: {} (attempt {}/{})", error, attempt_number, config_.max_attempts);
         if (attempt_number < config_.max_attempts) {
           const bool waited = co_await backoff(config_.retry_base_delay * (1 << (attempt_number - 1)), cancel);
@@ -413,7 +410,7 @@ asio::awaitable<ModelResult> DeepSeekProvider::stream(const ModelRequest& reques
     if (attempt.reusable) impl_->give_back(std::move(connection), config_.max_idle_connections);
     if (!attempt.retryable) co_return attempt.result;
     last = attempt.result;
-    if (reused && (last.error_code == "STREAM_CLOSED" || last.error_code == "CONNECTION")) {
+    if (reused && (last.error == errc::stream_closed || last.error == errc::connection)) {
       // A pooled connection the server had already closed: not the model's fault.
       --attempt_number;
       continue;

@@ -165,12 +165,12 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
 
   switch (script.action) {
     case Script::Action::invalid:
-      co_return ModelResult{FinishReason::error, script.text, "INVALID_DIRECTIVE"};
+      co_return error_result(script.text, errc::invalid_directive);
     case Script::Action::error:
       if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel, sink); !waited) {
       co_return ModelResult{FinishReason::cancelled};
     }
-      co_return ModelResult{FinishReason::error, script.text, "SCRIPTED"};
+      co_return error_result(script.text, errc::scripted);
     case Script::Action::max_tokens:
       {
       ModelResult result =

@@ -139,12 +139,3 @@ TEST_CASE("append_json_string escapes exactly as Boost.JSON's serializer") {
   harnessd::util::append_json_int(number, -9007199254740993);
   CHECK(number == "-9007199254740993");
 }
-
-TEST_CASE("protocol error codes are std::error_codes of the harnessd.rpc category, valued as on the wire") {
-  const std::error_code busy = ErrorCode::session_busy;
-  CHECK(busy.value() == -32001);
-  CHECK(std::string(busy.category().name()) == "harnessd.rpc");
-  CHECK(busy.message() == "session already has an active prompt");
-  CHECK(RpcError(ErrorCode::invalid_params, "params.x").error_code() == ErrorCode::invalid_params);
-  CHECK(busy != std::error_code(-32001, std::generic_category()));
-}

@@ -2,6 +2,8 @@
 // events, tool definitions, and what one model call returns.
 #pragma once
 
+#include "harnessd/llm/errc.hpp"
+
 #include <boost/json/object.hpp>
 
 #include <cstdint>
@@ -52,7 +54,12 @@ enum class FinishReason {
 struct ModelResult {
   FinishReason finish = FinishReason::stop;
   std::string error_message;
-  std::string error_code;  ///< optional machine-readable class, e.g. RATE_LIMIT
+  std::string error_code;  ///< the wire's class of the error, e.g. RATE_LIMIT, HTTP_404
+  std::error_code error;   ///< the same as an llm::errc, for code that branches on it
 };
+
+/// A failed call: `wire` overrides wire_code(code) where the code carries
+/// a detail (HTTP_404, FINISH_CONTENT_FILTER).
+ModelResult error_result(std::string message, errc code, std::string wire = {});
 
 }  // namespace harnessd::llm

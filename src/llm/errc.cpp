@@ -1,0 +1,95 @@
+#include "harnessd/llm/errc.hpp"
+
+#include "harnessd/llm/chat.hpp"
+
+#include <string>
+
+namespace harnessd::llm {
+
+namespace {
+
+class LlmCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "harnessd.llm"; }
+  std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+      case errc::connect:
+        return "cannot connect to the model endpoint";
+      case errc::connection:
+        return "sending the request failed";
+      case errc::timeout:
+        return "the model stream went silent";
+      case errc::stream_closed:
+        return "the model stream closed early";
+      case errc::bad_stream:
+        return "the model stream sent a malformed chunk";
+      case errc::stream_too_large:
+        return "the model stream exceeded a size bound";
+      case errc::auth:
+        return "the model endpoint refused the credentials";
+      case errc::rate_limit:
+        return "the model endpoint is rate limiting";
+      case errc::server:
+        return "the model endpoint failed";
+      case errc::http_status:
+        return "the model endpoint answered an HTTP error";
+      case errc::finish_reason:
+        return "the model stopped for an unknown reason";
+      case errc::provider:
+        return "the provider failed";
+      case errc::invalid_directive:
+        return "unknown scripted directive";
+      case errc::scripted:
+        return "scripted error";
+    }
+    return "unknown model error " + std::to_string(value);
+  }
+};
+
+}  // namespace
+
+const std::error_category& llm_category() noexcept {
+  static const LlmCategory category;
+  return category;
+}
+
+std::string_view wire_code(errc code) noexcept {
+  switch (code) {
+    case errc::connect:
+      return "CONNECT";
+    case errc::connection:
+      return "CONNECTION";
+    case errc::timeout:
+      return "TIMEOUT";
+    case errc::stream_closed:
+      return "STREAM_CLOSED";
+    case errc::bad_stream:
+      return "BAD_STREAM";
+    case errc::stream_too_large:
+      return "STREAM_TOO_LARGE";
+    case errc::auth:
+      return "AUTH";
+    case errc::rate_limit:
+      return "RATE_LIMIT";
+    case errc::server:
+      return "SERVER";
+    case errc::http_status:
+      return "HTTP";
+    case errc::finish_reason:
+      return "FINISH";
+    case errc::provider:
+      return "PROVIDER";
+    case errc::invalid_directive:
+      return "INVALID_DIRECTIVE";
+    case errc::scripted:
+      return "SCRIPTED";
+  }
+  return "PROVIDER";
+}
+
+ModelResult error_result(std::string message, errc code, std::string wire) {
+  if (wire.empty()) wire = std::string(wire_code(code));
+  return ModelResult{FinishReason::error, std::move(message), std::move(wire), make_error_code(code)};
+}
+
+}  // namespace harnessd::llm
