@@ -3,7 +3,7 @@
 // Framing reuses the daemon's LineFramer.
 #include "harnessd/client/client_transport.hpp"
 
-#include "harnessd/rpc/line_framer.hpp"
+#include "harnessd/transport/line_framer.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -41,9 +41,9 @@ class NdjsonClientTransport : public ClientTransport {
 
   asio::awaitable<ReadResult> read_frame() override {
     for (;;) {
-      rpc::LineFramer::Next next = framer_.next();
-      if (next.kind == rpc::LineFramer::Kind::frame) co_return ReadResult{ReadResult::Kind::frame, next.frame};
-      if (next.kind == rpc::LineFramer::Kind::oversized) co_return ReadResult{ReadResult::Kind::oversized, {}};
+      transport::LineFramer::Next next = framer_.next();
+      if (next.kind == transport::LineFramer::Kind::frame) co_return ReadResult{ReadResult::Kind::frame, next.frame};
+      if (next.kind == transport::LineFramer::Kind::oversized) co_return ReadResult{ReadResult::Kind::oversized, {}};
       if (at_end_) co_return ReadResult{};
       std::span<char> space = framer_.prepare(read_chunk_bytes);
       error_code ec;
@@ -79,7 +79,7 @@ class NdjsonClientTransport : public ClientTransport {
   std::string read_error_;  // why reading stopped, when it was not a clean EOF
 
  private:
-  rpc::LineFramer framer_;
+  transport::LineFramer framer_;
   std::string write_buffer_;
   bool at_end_ = false;
 };

@@ -27,7 +27,7 @@ namespace {
 // frames); a read with nothing pending, the one an idle connection sits in,
 // takes only the framer's idle buffer so a quiet connection holds one page.
 constexpr std::size_t read_chunk_bytes = 64 * 1024;
-constexpr std::size_t idle_read_bytes = rpc::LineFramer::idle_capacity_bytes;
+constexpr std::size_t idle_read_bytes = LineFramer::idle_capacity_bytes;
 
 class TcpStream final : public ByteStream {
  public:
@@ -133,9 +133,9 @@ NdjsonTransport::NdjsonTransport(std::unique_ptr<ByteStream> stream, TransportKi
 
 asio::awaitable<ReadResult> NdjsonTransport::read_frame() {
   for (;;) {
-    rpc::LineFramer::Next next = framer_.next();
-    if (next.kind == rpc::LineFramer::Kind::frame) co_return ReadResult{ReadResult::Kind::frame, next.frame};
-    if (next.kind == rpc::LineFramer::Kind::oversized) co_return ReadResult{ReadResult::Kind::oversized, {}};
+    LineFramer::Next next = framer_.next();
+    if (next.kind == LineFramer::Kind::frame) co_return ReadResult{ReadResult::Kind::frame, next.frame};
+    if (next.kind == LineFramer::Kind::oversized) co_return ReadResult{ReadResult::Kind::oversized, {}};
     if (read_stopped_) co_return ReadResult{};
     const std::size_t want = framer_.pending_bytes() == 0 ? idle_read_bytes : read_chunk_bytes;
     std::span<char> space = framer_.prepare(want);

@@ -2,7 +2,7 @@
 // and the stdio pipe pair.
 #pragma once
 
-#include "harnessd/rpc/line_framer.hpp"
+#include "harnessd/transport/line_framer.hpp"
 #include "harnessd/transport/frame_transport.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -56,7 +56,7 @@ class NdjsonTransport final : public FrameTransport {
  private:
   std::unique_ptr<ByteStream> stream_;
   TransportKind kind_;
-  rpc::LineFramer framer_;
+  LineFramer framer_;
   std::vector<boost::asio::const_buffer> pieces_;  ///< what one batch writes, in order
   std::uint64_t bytes_written_ = 0;
   bool read_stopped_ = false;
