@@ -131,7 +131,8 @@ class TcpTransport final : public NdjsonTransport<tcp::socket, tcp::socket> {
 
   asio::awaitable<void> open() override {
     tcp::resolver resolver(ex_);
-    auto endpoints = co_await resolver.async_resolve(target_.host, target_.port, asio::use_awaitable);
+    auto endpoints = co_await resolver.async_resolve(target_.url.host, std::to_string(target_.url.port),
+                                                    asio::use_awaitable);
     co_await asio::async_connect(socket_, endpoints, asio::use_awaitable);
     socket_.set_option(tcp::no_delay(true));
   }

@@ -13,7 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
-#include <charconv>
+#include <array>
 #include <csignal>
 #include <stdexcept>
 #include <system_error>
@@ -312,50 +312,21 @@ std::unique_ptr<ClientTransport> spawn_stdio(const asio::any_io_executor& execut
   return transport;
 }
 
-ServerUrl parse_server_url(std::string_view url) {
-  const std::string text(url);
-  const std::size_t sep = url.find("://");
-  if (sep == std::string_view::npos) {
-    throw std::invalid_argument("\"" + text + "\" is not a URL: use tcp://HOST:PORT or ws://HOST:PORT");
-  }
-  ServerUrl out;
-  out.scheme = std::string(url.substr(0, sep));
-  if (out.scheme != "tcp" && out.scheme != "ws") {
-    throw std::invalid_argument("\"" + text + "\": scheme must be tcp or ws");
-  }
-  std::string_view rest = url.substr(sep + 3);
-  const std::size_t slash = rest.find_first_of("/?");
-  std::string_view authority = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    if (out.scheme == "tcp" && rest.substr(slash) != "/") {
-      throw std::invalid_argument("\"" + text + "\": a tcp:// URL has no path");
+util::Url parse_server_url(std::string_view url) {
+  static constexpr std::array<std::string_view, 2> schemes{"tcp", "ws"};
+  static constexpr util::UrlRules rules{.schemes = schemes, .path = true, .query = true};
+  util::ParsedUrl parsed = util::parse_url(url, rules);
+  const std::string quoted = "\"" + std::string(url) + "\"";
+  if (!parsed.url) {
+    if (parsed.error.kind == util::UrlError::Kind::not_url) {
+      throw std::invalid_argument(quoted + " is not a URL: " + parsed.error.reason);
     }
-    out.target = std::string(rest.substr(slash));
-    if (out.target.front() == '?') out.target.insert(out.target.begin(), '/');
+    throw std::invalid_argument(quoted + ": " + parsed.error.reason);
   }
-  std::string_view host, port;
-  if (!authority.empty() && authority.front() == '[') {
-    const std::size_t close = authority.find(']');
-    if (close == std::string_view::npos || close + 1 >= authority.size() || authority[close + 1] != ':') {
-      throw std::invalid_argument("\"" + text + "\": bad IPv6 form, use [ADDR]:PORT");
-    }
-    host = authority.substr(1, close - 1);
-    port = authority.substr(close + 2);
-  } else {
-    const std::size_t colon = authority.rfind(':');
-    if (colon == std::string_view::npos) throw std::invalid_argument("\"" + text + "\": missing :PORT");
-    host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
+  if (parsed.url->scheme == "tcp" && parsed.url->target() != "/") {
+    throw std::invalid_argument(quoted + ": a tcp:// URL has no path");
   }
-  if (host.empty()) throw std::invalid_argument("\"" + text + "\": missing host");
-  unsigned value = 0;
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value == 0 || value > 65535) {
-    throw std::invalid_argument("\"" + text + "\": port must be 1..65535");
-  }
-  out.host = std::string(host);
-  out.port = static_cast<std::uint16_t>(value);
-  return out;
+  return std::move(*parsed.url);
 }
 
 asio::awaitable<std::unique_ptr<ClientTransport>> connect_tcp(asio::any_io_executor executor, std::string host,
@@ -365,14 +336,13 @@ asio::awaitable<std::unique_ptr<ClientTransport>> connect_tcp(asio::any_io_execu
   auto endpoints = co_await resolver.async_resolve(host, service, asio::use_awaitable);
   asio::ip::tcp::socket socket(executor);
   co_await asio::async_connect(socket, endpoints, asio::use_awaitable);
-  const bool v6 = host.find(':') != std::string::npos;
-  std::string url = "tcp://" + (v6 ? "[" + host + "]" : host) + ":" + service;
+  std::string url = util::Url{.scheme = "tcp", .host = std::move(host), .port = port}.to_string();
   std::unique_ptr<ClientTransport> transport = std::make_unique<TcpClientTransport>(std::move(socket), std::move(url));
   co_return transport;
 }
 
 asio::awaitable<std::unique_ptr<ClientTransport>> connect_url(asio::any_io_executor executor, std::string url) {
-  ServerUrl parsed = parse_server_url(url);
+  util::Url parsed = parse_server_url(url);
   std::unique_ptr<ClientTransport> transport;
   if (parsed.scheme == "tcp") {
     transport = co_await connect_tcp(executor, std::move(parsed.host), parsed.port);
