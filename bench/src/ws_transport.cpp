@@ -29,8 +29,8 @@ class WsTransport final : public ClientTransport {
 
   asio::awaitable<void> open() override {
     tcp::resolver resolver(ex_);
-    auto endpoints = co_await resolver.async_resolve(target_.url.host, std::to_string(target_.url.port),
-                                                    asio::use_awaitable);
+    const std::string port = std::to_string(target_.url.port);
+    auto endpoints = co_await resolver.async_resolve(target_.url.host, port, asio::use_awaitable);
     co_await asio::async_connect(ws_.next_layer(), endpoints, asio::use_awaitable);
     ws_.next_layer().set_option(tcp::no_delay(true));
     ws_.set_option(websocket::stream_base::decorator(
