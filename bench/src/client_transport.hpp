@@ -3,6 +3,8 @@
 // implement it, so the load driver does not care which one it drives.
 #pragma once
 
+#include "harnessd/util/url.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
@@ -60,8 +62,7 @@ class ClientTransport {
 struct Target {
   enum class Kind { tcp, ws, stdio };
   Kind kind = Kind::tcp;
-  std::string host;
-  std::string port;
+  harnessd::util::Url url;  ///< tcp, ws: the server
   std::string program;  ///< stdio: the server binary
   std::vector<std::string> extra_args;  ///< stdio: after --stdio --store memory
   bool child_stderr = false;            ///< stdio: let the server log to our stderr

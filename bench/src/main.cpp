@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <csignal>
 #include <iostream>
 
@@ -14,24 +15,11 @@ namespace {
 
 /// tcp://HOST:PORT or ws://HOST:PORT[/]; false when malformed.
 bool parse_url(const std::string& url, bench::Target& target) {
-  std::string rest;
-  if (url.rfind("tcp://", 0) == 0) {
-    target.kind = bench::Target::Kind::tcp;
-    rest = url.substr(6);
-  } else if (url.rfind("ws://", 0) == 0) {
-    target.kind = bench::Target::Kind::ws;
-    rest = url.substr(5);
-  } else {
-    return false;
-  }
-  if (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const std::size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size()) return false;
-  target.host = rest.substr(0, colon);
-  if (target.host.size() > 2 && target.host.front() == '[' && target.host.back() == ']') {
-    target.host = target.host.substr(1, target.host.size() - 2);
-  }
-  target.port = rest.substr(colon + 1);
+  static constexpr std::array<std::string_view, 2> schemes{"tcp", "ws"};
+  harnessd::util::ParsedUrl parsed = harnessd::util::parse_url(url, {.schemes = schemes});
+  if (!parsed.url) return false;
+  target.kind = parsed.url->scheme == "tcp" ? bench::Target::Kind::tcp : bench::Target::Kind::ws;
+  target.url = std::move(*parsed.url);
   return true;
 }
 

@@ -1,41 +1,40 @@
 // NDJSON client transports for harness-bench: a TCP socket, or the pipes of a
-// server spawned with `--stdio --store memory`. Reads fill one large buffer
-// scanned with memchr; the sends of a batch leave in one write.
+// server spawned with `--stdio --store memory`. Both are the wire library's
+// NdjsonStream (the daemon's and the client's framing); each read is handed
+// to the handler with the frames it completed, and the sends of a batch
+// leave in one write.
 #include "client_transport.hpp"
+
+#include "harnessd/transport/child_process.hpp"
+#include "harnessd/transport/ndjson_stream.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
-#include <stdexcept>
-#include <thread>
-
-extern char** environ;
+#include <optional>
 
 namespace bench {
 namespace asio = boost::asio;
+namespace wire = harnessd::transport;
 using asio::ip::tcp;
 
 namespace {
 
-/// The NDJSON framing and write batching, over any pair of Asio streams.
-/// Derived classes own the streams and implement open()/close().
-template <class ReadStream, class WriteStream>
+// The bench reads whatever the server sends; only a runaway line is cut.
+constexpr std::size_t max_line_bytes = std::size_t{1} << 30;
+
+/// The read loop and write batching; derived classes open the stream.
 class NdjsonTransport : public ClientTransport {
  public:
-  NdjsonTransport(asio::any_io_executor ex, std::size_t read_buffer) : ex_(std::move(ex)), buf_(read_buffer) {}
+  NdjsonTransport(asio::any_io_executor ex, std::size_t read_buffer) : ex_(std::move(ex)), read_buffer_(read_buffer) {}
 
   void start_reading(FrameHandler& handler) override {
     handler_ = &handler;
@@ -52,71 +51,65 @@ class NdjsonTransport : public ClientTransport {
     writing_ = true;
     std::swap(pending_, inflight_);
     pending_.clear();
-    asio::async_write(writer(), asio::buffer(inflight_),
-                      [this](boost::system::error_code ec, std::size_t) { on_written(ec); });
+    asio::co_spawn(ex_, write_inflight(), asio::detached);
   }
 
  protected:
-  virtual ReadStream& reader() = 0;
-  virtual WriteStream& writer() = 0;
+  void open_stream(std::unique_ptr<wire::ByteStream> bytes) {
+    // Every read may fill the whole buffer: the bench must keep up with the server.
+    stream_.emplace(std::move(bytes), max_line_bytes, read_buffer_, read_buffer_);
+  }
+
   /// Closes everything after a write failure so the reader ends.
-  virtual void abort() = 0;
+  void abort() {
+    if (stream_) stream_->bytes().close();
+  }
 
   asio::any_io_executor ex_;
+  std::optional<wire::NdjsonStream> stream_;
   bool closing_ = false;
 
  private:
-  void on_written(boost::system::error_code ec) {
+  asio::awaitable<void> write_inflight() {
+    std::string error;
+    try {
+      co_await stream_->write_blocks(std::span<const std::string>(&inflight_, 1));
+    } catch (const boost::system::system_error& e) {
+      error = e.code().message();
+    }
     writing_ = false;
     inflight_.clear();
-    if (ec) {
+    if (!error.empty()) {
       if (!closing_ && !failed_) {
         failed_ = true;
-        failure_ = "write failed: " + ec.message();
+        failure_ = "write failed: " + error;
         abort();
       }
-      return;
+      co_return;
     }
     flush();
   }
 
   asio::awaitable<void> read_loop() {
-    std::size_t carried = 0;  // bytes of an unterminated line at the start of buf_
-    std::string why;
     for (;;) {
-      if (carried == buf_.size()) buf_.resize(buf_.size() * 2);  // a line longer than the buffer
-      boost::system::error_code ec;
-      auto space = asio::buffer(buf_.data() + carried, buf_.size() - carried);
-      std::size_t n = co_await reader().async_read_some(space, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        why = ec == asio::error::eof ? std::string("server closed the connection") : "read failed: " + ec.message();
-        break;
-      }
+      const std::size_t n = co_await stream_->fill();
+      if (n == 0) break;
       const Clock::time_point now = Clock::now();
       handler_->on_read(n, now);
-      char* const begin = buf_.data();
-      char* const end = begin + carried + n;
-      char* line = begin;
-      char* from = begin + carried;  // no newline before this
-      while (from < end) {
-        auto* nl = static_cast<char*>(std::memchr(from, '\n', static_cast<std::size_t>(end - from)));
-        if (nl == nullptr) break;
-        std::size_t len = static_cast<std::size_t>(nl - line);
-        if (len > 0 && line[len - 1] == '\r') --len;
-        if (len > 0) handler_->on_frame(std::string_view(line, len), now);
-        line = nl + 1;
-        from = line;
+      for (wire::LineFramer::Next next = stream_->next(); next.kind != wire::LineFramer::Kind::need_more;
+           next = stream_->next()) {
+        if (next.kind == wire::LineFramer::Kind::frame) handler_->on_frame(next.frame, now);
       }
-      carried = static_cast<std::size_t>(end - line);
-      if (carried > 0 && line != begin) std::memmove(begin, line, carried);
       handler_->on_read_done();
     }
+    std::string why = stream_->read_error().empty() ? std::string("server closed the connection")
+                                                    : "read failed: " + stream_->read_error();
     if (failed_) why = failure_;
     if (!closing_) handler_->on_closed(why);
   }
 
+  std::size_t read_buffer_;
   FrameHandler* handler_ = nullptr;
-  std::vector<char> buf_;
   std::string pending_;
   std::string inflight_;
   bool writing_ = false;
@@ -124,51 +117,43 @@ class NdjsonTransport : public ClientTransport {
   std::string failure_;
 };
 
-class TcpTransport final : public NdjsonTransport<tcp::socket, tcp::socket> {
+class TcpTransport final : public NdjsonTransport {
  public:
   TcpTransport(asio::any_io_executor ex, const Target& target, std::size_t read_buffer)
-      : NdjsonTransport(ex, read_buffer), target_(target), socket_(ex) {}
+      : NdjsonTransport(ex, read_buffer), target_(target) {}
 
   asio::awaitable<void> open() override {
     tcp::resolver resolver(ex_);
-    auto endpoints = co_await resolver.async_resolve(target_.host, target_.port, asio::use_awaitable);
-    co_await asio::async_connect(socket_, endpoints, asio::use_awaitable);
-    socket_.set_option(tcp::no_delay(true));
+    const std::string port = std::to_string(target_.url.port);
+    auto endpoints = co_await resolver.async_resolve(target_.url.host, port, asio::use_awaitable);
+    tcp::socket socket(ex_);
+    co_await asio::async_connect(socket, endpoints, asio::use_awaitable);
+    open_stream(wire::make_tcp_stream(std::move(socket)));
   }
 
   void close() override {
     closing_ = true;
-    boost::system::error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_both, ec);
-    socket_.close(ec);
-  }
-
- protected:
-  tcp::socket& reader() override { return socket_; }
-  tcp::socket& writer() override { return socket_; }
-  void abort() override {
-    boost::system::error_code ec;
-    socket_.close(ec);
+    abort();
   }
 
  private:
   Target target_;
-  tcp::socket socket_;
 };
 
-int reap_child(pid_t pid, std::chrono::milliseconds timeout);
-
-using Pipe = asio::posix::stream_descriptor;
-
-class StdioTransport final : public NdjsonTransport<Pipe, Pipe> {
+class StdioTransport final : public NdjsonTransport {
  public:
   StdioTransport(asio::any_io_executor ex, const Target& target, std::size_t read_buffer)
-      : NdjsonTransport(ex, read_buffer), target_(target), out_(ex), in_(ex) {}
+      : NdjsonTransport(ex, read_buffer), target_(target) {}
 
   ~StdioTransport() override { reap(std::chrono::milliseconds(0)); }
 
   asio::awaitable<void> open() override {
-    spawn();
+    wire::ChildSpec spec{.argv = {target_.program, "--stdio", "--store", "memory"}, .quiet = !target_.child_stderr};
+    spec.argv.insert(spec.argv.end(), target_.extra_args.begin(), target_.extra_args.end());
+    const wire::Child child = wire::spawn_child(spec);
+    pid_ = child.pid;
+    open_stream(wire::make_pipe_stream(asio::posix::stream_descriptor(ex_, child.stdout_fd),
+                                       asio::posix::stream_descriptor(ex_, child.stdin_fd), "stdio"));
     co_return;
   }
 
@@ -176,68 +161,26 @@ class StdioTransport final : public NdjsonTransport<Pipe, Pipe> {
     // stdin EOF makes the server finish and exit; its stdout then ends,
     // which ends the reader.
     closing_ = true;
-    boost::system::error_code ec;
-    in_.close(ec);
+    if (stream_) stream_->bytes().close_write();
   }
 
   pid_t child_pid() const override { return pid_; }
 
   int reap(std::chrono::milliseconds timeout) override {
     if (pid_ <= 0) return -1;
-    int status = reap_child(pid_, timeout);
+    std::optional<int> status = wire::wait_child(pid_, timeout);
+    if (!status) {
+      kill(pid_, SIGKILL);
+      int killed = 0;
+      waitpid(pid_, &killed, 0);
+      status = killed;
+    }
     pid_ = -1;
-    return status;
-  }
-
- protected:
-  Pipe& reader() override { return out_; }
-  Pipe& writer() override { return in_; }
-  void abort() override {
-    boost::system::error_code ec;
-    in_.close(ec);
-    out_.close(ec);
+    return *status;
   }
 
  private:
-  void spawn() {
-    int to_child[2];
-    int from_child[2];
-    if (pipe2(to_child, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    if (pipe2(from_child, O_CLOEXEC) != 0) {
-      ::close(to_child[0]);
-      ::close(to_child[1]);
-      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
-    if (!target_.child_stderr) posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-    std::vector<std::string> args = {target_.program, "--stdio", "--store", "memory"};
-    args.insert(args.end(), target_.extra_args.begin(), target_.extra_args.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, target_.program.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    if (rc != 0) {
-      ::close(to_child[1]);
-      ::close(from_child[0]);
-      throw std::runtime_error("cannot start " + target_.program + ": " + std::strerror(rc));
-    }
-    pid_ = pid;
-    in_.assign(to_child[1]);
-    out_.assign(from_child[0]);
-    in_.non_blocking(true);
-    out_.non_blocking(true);
-  }
-
   Target target_;
-  Pipe out_;  // the server's stdout
-  Pipe in_;   // the server's stdin
   pid_t pid_ = -1;
 };
 
@@ -252,23 +195,5 @@ std::unique_ptr<ClientTransport> make_stdio_transport(asio::any_io_executor ex, 
                                                       std::size_t read_buffer) {
   return std::make_unique<StdioTransport>(std::move(ex), target, read_buffer);
 }
-
-namespace {
-int reap_child(pid_t pid, std::chrono::milliseconds timeout) {
-  if (pid <= 0) return -1;
-  const auto deadline = Clock::now() + timeout;
-  int status = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0) return -1;  // already reaped
-    if (Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return status;
-}
-}  // namespace
 
 }  // namespace bench

@@ -2,6 +2,8 @@
 // scrape is one HTTP/1.1 request with Connection: close, read to EOF).
 #include "proc_stats.hpp"
 
+#include "harnessd/util/url.hpp"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -11,6 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <fstream>
@@ -98,21 +101,19 @@ double machine_busy_seconds() {
 }
 
 std::optional<MetricsSample> fetch_metrics(const std::string& url, std::string& error) {
-  constexpr std::string_view scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) {
-    error = "metrics url must start with http://";
+  static constexpr std::array<std::string_view, 1> schemes{"http"};
+  harnessd::util::ParsedUrl parsed = harnessd::util::parse_url(url, {.schemes = schemes, .path = true});
+  if (!parsed.url) {
+    const harnessd::util::UrlError::Kind kind = parsed.error.kind;
+    error = kind == harnessd::util::UrlError::Kind::not_url || kind == harnessd::util::UrlError::Kind::scheme
+                ? "metrics url must start with http://"
+                : "metrics url: " + parsed.error.reason;
     return std::nullopt;
   }
-  std::string rest = url.substr(scheme.size());
-  std::string hostport = rest.substr(0, rest.find('/'));
-  std::string path = rest.find('/') == std::string::npos ? "/metrics" : rest.substr(rest.find('/'));
-  std::size_t colon = hostport.rfind(':');
-  if (colon == std::string::npos) {
-    error = "metrics url needs HOST:PORT";
-    return std::nullopt;
-  }
-  std::string host = hostport.substr(0, colon);
-  std::string port = hostport.substr(colon + 1);
+  const std::string host = parsed.url->host;
+  const std::string port = std::to_string(parsed.url->port);
+  const std::string hostport = parsed.url->host_port();
+  const std::string path = parsed.url->path.empty() ? "/metrics" : parsed.url->target();
 
   asio::io_context io;
   asio::ip::tcp::socket socket(io);

@@ -29,14 +29,15 @@ class WsTransport final : public ClientTransport {
 
   asio::awaitable<void> open() override {
     tcp::resolver resolver(ex_);
-    auto endpoints = co_await resolver.async_resolve(target_.host, target_.port, asio::use_awaitable);
+    const std::string port = std::to_string(target_.url.port);
+    auto endpoints = co_await resolver.async_resolve(target_.url.host, port, asio::use_awaitable);
     co_await asio::async_connect(ws_.next_layer(), endpoints, asio::use_awaitable);
     ws_.next_layer().set_option(tcp::no_delay(true));
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::request_type& req) { req.set(beast::http::field::user_agent, "harness-bench"); }));
     ws_.auto_fragment(false);
     ws_.read_message_max(0);  // the bench accepts what the server sends
-    std::string host = target_.host + ":" + target_.port;
+    std::string host = target_.url.host_port();
     std::string path = "/";
     co_await ws_.async_handshake(host, path, asio::use_awaitable);
     ws_.text(true);

@@ -100,7 +100,7 @@ class WebSocketClientTransport final : public ClientTransport {
 
 }  // namespace
 
-asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io_executor executor, ServerUrl url) {
+asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io_executor executor, util::Url url) {
   asio::ip::tcp::resolver resolver(executor);
   std::string service = std::to_string(url.port);
   auto endpoints = co_await resolver.async_resolve(url.host, service, asio::use_awaitable);
@@ -115,13 +115,14 @@ asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io
     req.set(beast::http::field::user_agent, "harnessd-cpp-client");
   }));
   ws.read_message_max(default_client_max_frame_bytes);
-  const bool v6 = url.host.find(':') != std::string::npos;
-  std::string host = (v6 ? "[" + url.host + "]" : url.host) + ":" + service;
-  co_await ws.async_handshake(host, url.target, asio::use_awaitable);
+  std::string host = url.host_port();
+  std::string target = url.target();
+  co_await ws.async_handshake(host, target, asio::use_awaitable);
   beast::get_lowest_layer(ws).expires_never();
   ws.text(true);
   // Shown in messages: the query may hold an access token.
-  std::string display = "ws://" + host + url.target.substr(0, url.target.find('?'));
+  url.query.clear();
+  std::string display = "ws://" + host + url.target();
   std::unique_ptr<ClientTransport> transport =
       std::make_unique<WebSocketClientTransport>(std::move(ws), std::move(display));
   co_return transport;

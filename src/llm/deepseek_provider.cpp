@@ -7,6 +7,7 @@
 #include "harnessd/llm/openai_format.hpp"
 #include "harnessd/llm/sse_parser.hpp"
 #include "harnessd/util/json_limits.hpp"
+#include "harnessd/util/url.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -47,34 +48,37 @@ namespace {
 
 struct BaseUrl {
   bool tls = true;
-  std::string host;
-  std::string port;
-  std::string path;  ///< without trailing '/'
+  std::string host;         ///< IPv6 without brackets
+  std::string port;         ///< for the resolver
+  std::string host_port;    ///< "HOST:PORT", for messages
+  std::string host_header;  ///< the Host header: HOST, with :PORT unless the scheme's default
+  std::string path;         ///< without trailing '/'
 };
 
-BaseUrl parse_base_url(std::string_view url) {
+BaseUrl parse_base_url(std::string_view text) {
+  static constexpr std::array<std::string_view, 2> schemes{"https", "http"};
+  static constexpr util::UrlRules rules{.schemes = schemes, .default_port = true, .path = true};
+  util::ParsedUrl parsed = util::parse_url(text, rules);
+  if (!parsed.url) {
+    switch (parsed.error.kind) {
+      case util::UrlError::Kind::not_url:
+      case util::UrlError::Kind::scheme:
+        throw std::invalid_argument("DEEPSEEK_BASE_URL must start with https:// or http://");
+      case util::UrlError::Kind::no_host: throw std::invalid_argument("DEEPSEEK_BASE_URL has no host");
+      case util::UrlError::Kind::malformed: break;
+    }
+    throw std::invalid_argument("DEEPSEEK_BASE_URL \"" + std::string(text) + "\": " + parsed.error.reason);
+  }
+  const util::Url& url = *parsed.url;
   BaseUrl out;
-  if (url.starts_with("https://")) {
-    url.remove_prefix(8);
-    out.port = "443";
-  } else if (url.starts_with("http://")) {
-    url.remove_prefix(7);
-    out.tls = false;
-    out.port = "80";
-  } else {
-    throw std::invalid_argument("DEEPSEEK_BASE_URL must start with https:// or http://");
-  }
-  const std::size_t slash = url.find('/');
-  std::string_view authority = url.substr(0, slash);
-  out.path = slash == std::string_view::npos ? "" : std::string(url.substr(slash));
+  out.tls = url.scheme == "https";
+  out.host = url.host;
+  out.port = std::to_string(url.port);
+  out.host_port = url.host_port();
+  const bool default_port = url.port == (out.tls ? 443 : 80);
+  out.host_header = default_port ? out.host_port.substr(0, out.host_port.rfind(':')) : out.host_port;
+  out.path = url.path;
   while (!out.path.empty() && out.path.back() == '/') out.path.pop_back();
-  const std::size_t colon = authority.rfind(':');
-  if (colon != std::string_view::npos && authority.find(']') == std::string_view::npos) {
-    out.port = std::string(authority.substr(colon + 1));
-    authority = authority.substr(0, colon);
-  }
-  if (authority.empty()) throw std::invalid_argument("DEEPSEEK_BASE_URL has no host");
-  out.host = std::string(authority);
   return out;
 }
 
@@ -199,7 +203,7 @@ asio::awaitable<std::unique_ptr<HttpConnection>> open_connection(const asio::any
   lowest.expires_after(timeout);
   co_await lowest.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
-    error = "cannot connect to " + url.host + ":" + url.port + ": " + ec.message();
+    error = "cannot connect to " + url.host_port + ": " + ec.message();
     co_return nullptr;
   }
   lowest.socket().set_option(tcp::no_delay(true), ec);
@@ -233,7 +237,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
   connection.buffer.max_size(config.max_http_buffer_bytes);
 
   http::request<http::string_body> request{http::verb::post, url.path + "/chat/completions", 11};
-  request.set(http::field::host, url.host);
+  request.set(http::field::host, url.host_header);
   request.set(http::field::authorization, "Bearer " + config.api_key);
   request.set(http::field::content_type, "application/json");
   request.set(http::field::accept, "text/event-stream");

@@ -1,16 +1,16 @@
-// Fuzzes the NDJSON framer (rpc::LineFramer) that every TCP client's bytes
+// Fuzzes the NDJSON framer (transport::LineFramer) that every TCP client's bytes
 // go through: whatever the bytes and however reads split them, the frames
 // must match a one-pass reading of the whole stream and respect the limit.
 #include "fuzz_check.hpp"
 
-#include "harnessd/rpc/line_framer.hpp"
+#include "harnessd/transport/line_framer.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
-using harnessd::rpc::LineFramer;
+using harnessd::transport::LineFramer;
 
 namespace {
 

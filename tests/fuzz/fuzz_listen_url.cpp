@@ -1,7 +1,7 @@
-// Fuzzes the --listen parser: bad values must be refused with
-// std::invalid_argument (a message for the operator), never another error,
-// and an accepted address must survive being printed and parsed again, as
-// it is when the daemon reports the address it listens on.
+// Fuzzes the --listen parser (util::Url on Boost.URL): bad values must be
+// refused with std::invalid_argument (a message for the operator), never
+// another error, and an accepted address must survive being printed and
+// parsed again, as it is when the daemon reports the address it listens on.
 #include "fuzz_check.hpp"
 
 #include "harnessd/util/listen_url.hpp"
@@ -11,7 +11,7 @@
 namespace util = harnessd::util;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t size) {
-  util::ListenUrl url;
+  util::Url url;
   try {
     url = util::parse_listen_url(harnessd::fuzz::as_view(bytes, size));
   } catch (const std::invalid_argument& e) {
@@ -20,10 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t siz
   }
   FUZZ_CHECK(url.scheme == "tcp" || url.scheme == "ws");
   FUZZ_CHECK(!url.host.empty());
-  // A host with '[' or ']' cannot be bracketed again; none resolves anyway.
-  if (url.host.find_first_of("[]") != std::string::npos) return 0;
-  const std::string printed = util::format_listen_url(url.scheme, url.host, url.port);
-  const util::ListenUrl again = util::parse_listen_url(printed);
-  FUZZ_CHECK(again.scheme == url.scheme && again.host == url.host && again.port == url.port);
+  FUZZ_CHECK(url.host.find_first_of("[]/?#@") == std::string::npos);
+  FUZZ_CHECK(url.path.empty() || url.path == "/");
+  FUZZ_CHECK(url.query.empty());
+  const util::Url again = util::parse_listen_url(url.to_string());
+  FUZZ_CHECK(again.scheme == url.scheme && again.host == url.host && again.port == url.port && again.path == url.path);
+  const std::string reported = util::format_listen_url(url.scheme, url.host, url.port);
+  const util::Url bound = util::parse_listen_url(reported);
+  FUZZ_CHECK(bound.scheme == url.scheme && bound.host == url.host && bound.port == url.port && bound.path.empty());
   return 0;
 }

@@ -359,17 +359,38 @@ TEST_CASE("client: error responses become RpcError with code, message and data")
 }
 
 TEST_CASE("client: parse_server_url") {
-  ServerUrl tcp = parse_server_url("tcp://127.0.0.1:7879");
+  harnessd::util::Url tcp = parse_server_url("tcp://127.0.0.1:7879");
   CHECK(tcp.scheme == "tcp");
   CHECK(tcp.host == "127.0.0.1");
   CHECK(tcp.port == 7879);
-  ServerUrl ws = parse_server_url("ws://[::1]:7878/?access_token=abc");
+  CHECK(parse_server_url("tcp://127.0.0.1:7879/").port == 7879);
+  harnessd::util::Url ws = parse_server_url("ws://[::1]:7878/?access_token=abc");
   CHECK(ws.host == "::1");
-  CHECK(ws.target == "/?access_token=abc");
-  CHECK(parse_server_url("ws://h:1?x=1").target == "/?x=1");
-  CHECK_THROWS_AS(parse_server_url("http://h:1"), std::invalid_argument);
-  CHECK_THROWS_AS(parse_server_url("tcp://h"), std::invalid_argument);
-  CHECK_THROWS_AS(parse_server_url("tcp://h:99999"), std::invalid_argument);
+  CHECK(ws.target() == "/?access_token=abc");
+  CHECK(ws.host_port() == "[::1]:7878");
+  CHECK(parse_server_url("ws://h:1?x=1").target() == "/?x=1");
+  CHECK(parse_server_url("ws://h:1").target() == "/");
+  CHECK(parse_server_url("ws://h:1/rpc").target() == "/rpc");
+  CHECK(parse_server_url("tcp://[::1]:4000").host == "::1");
+  CHECK(parse_server_url("tcp://localhost:1").host == "localhost");  // the resolver's to map
+  auto refusal = [](std::string_view url) {
+    try {
+      parse_server_url(url);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal("127.0.0.1:80") == "\"127.0.0.1:80\" is not a URL: use tcp://HOST:PORT or ws://HOST:PORT");
+  CHECK(refusal("http://h:1") == "\"http://h:1\": scheme must be tcp or ws");
+  CHECK(refusal("tcp://h") == "\"tcp://h\": missing :PORT");
+  CHECK(refusal("tcp://:1") == "\"tcp://:1\": missing host");
+  CHECK(refusal("tcp://h:99999") == "\"tcp://h:99999\": port must be 1..65535");
+  CHECK(refusal("tcp://h:0") == "\"tcp://h:0\": port must be 1..65535");
+  CHECK(refusal("tcp://h:x") == "\"tcp://h:x\": port must be 1..65535");
+  CHECK(refusal("tcp://h:1/x") == "\"tcp://h:1/x\": a tcp:// URL has no path");
+  CHECK(refusal("tcp://h:1?x") == "\"tcp://h:1?x\": a tcp:// URL has no path");
+  CHECK(refusal("ws://[::1]80") == "\"ws://[::1]80\": bad IPv6 form, use [ADDR]:PORT");
 }
 
 // ---------------------------------------------------------------------------

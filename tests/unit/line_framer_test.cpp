@@ -1,11 +1,11 @@
-#include "harnessd/rpc/line_framer.hpp"
+#include "harnessd/transport/line_framer.hpp"
 
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-using harnessd::rpc::LineFramer;
+using harnessd::transport::LineFramer;
 using Kind = LineFramer::Kind;
 
 namespace {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "harnessd/transport/frame_transport.hpp"
+#include "harnessd/util/url.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -67,16 +68,10 @@ struct SpawnOptions {
 std::unique_ptr<ClientTransport> spawn_stdio(const boost::asio::any_io_executor& executor,
                                              const SpawnOptions& options);
 
-/// A parsed `tcp://HOST:PORT` or `ws://HOST:PORT[/PATH][?QUERY]`.
-struct ServerUrl {
-  std::string scheme;  ///< "tcp" or "ws"
-  std::string host;    ///< without brackets for IPv6
-  std::uint16_t port = 0;
-  std::string target = "/";  ///< ws only: path and query of the upgrade request
-};
-
-/// Throws std::invalid_argument with a message meant for the user.
-ServerUrl parse_server_url(std::string_view url);
+/// Parses `tcp://HOST:PORT` or `ws://HOST:PORT[/PATH][?QUERY]`; for ws the
+/// upgrade request goes to url.target(). Throws std::invalid_argument with a
+/// message meant for the user.
+util::Url parse_server_url(std::string_view url);
 
 /// Connects to a tcp:// or ws:// URL. Throws boost::system::system_error when
 /// the connection or the WebSocket handshake fails.
@@ -88,6 +83,6 @@ boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_tcp(boost::asio
 
 /// Defined in the one file that includes Beast.
 boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(boost::asio::any_io_executor executor,
-                                                                           ServerUrl url);
+                                                                           util::Url url);
 
 }  // namespace harnessd::client

@@ -1,5 +1,7 @@
-// Parsing of --listen values: tcp://HOST:PORT and ws://HOST:PORT.
+// --listen values: tcp://HOST:PORT and ws://HOST:PORT, as util::Url.
 #pragma once
+
+#include "harnessd/util/url.hpp"
 
 #include <cstdint>
 #include <string>
@@ -7,11 +9,9 @@
 
 namespace harnessd::util {
 
-struct ListenUrl {
-  std::string scheme;  ///< "tcp" or "ws"
-  std::string host;    ///< without brackets for IPv6
-  std::uint16_t port = 0;
-};
+/// A --listen address: scheme "tcp" or "ws", a port 0..65535 (0 picks a free
+/// one), no path; "localhost" becomes 127.0.0.1.
+using ListenUrl = Url;
 
 /// Throws std::invalid_argument with a message meant for the operator.
 ListenUrl parse_listen_url(std::string_view url);

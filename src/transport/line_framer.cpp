@@ -1,12 +1,12 @@
 // Line splitting for NDJSON input. One buffer per connection: consumed bytes
 // are reclaimed before it grows, and it shrinks back once a large frame is
 // gone, so its size follows the frames in flight, not the largest ever seen.
-#include "harnessd/rpc/line_framer.hpp"
+#include "harnessd/transport/line_framer.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-namespace harnessd::rpc {
+namespace harnessd::transport {
 
 namespace {
 bool is_blank(std::string_view line) {
@@ -90,4 +90,4 @@ LineFramer::Next LineFramer::next() {
   }
 }
 
-}  // namespace harnessd::rpc
+}  // namespace harnessd::transport

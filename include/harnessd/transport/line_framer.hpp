@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace harnessd::rpc {
+namespace harnessd::transport {
 
 class LineFramer {
  public:
@@ -57,4 +57,4 @@ class LineFramer {
   bool discarding_ = false;    // inside an oversized line
 };
 
-}  // namespace harnessd::rpc
+}  // namespace harnessd::transport

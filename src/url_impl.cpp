@@ -1,0 +1,3 @@
+// Compiles Boost.URL once for the whole project: Debian ships its headers
+// but no libboost_url.
+#include <boost/url/src.hpp>
