@@ -1,7 +1,7 @@
 # Writes a C++ source that holds the web UI files as byte arrays, so the
 # daemon serves the UI from its own binary (one file to deploy).
 # Inputs: OUTPUT, BASE_DIR, FILES (;-separated paths relative to BASE_DIR).
-set(body "// Generated from web/ at build time. Do not edit.\n#include \"harnessd/server/web_assets.hpp\"\n\nnamespace harnessd::server {\nnamespace {\n")
+set(body "// Generated from web/ at build time. Do not edit.\n#include \"server/web_assets.hpp\"\n\nnamespace harnessd::server {\nnamespace {\n")
 set(table "")
 set(i 0)
 foreach(file IN LISTS FILES)

@@ -5,8 +5,8 @@
 // leave in one write.
 #include "client_transport.hpp"
 
-#include "harnessd/transport/child_process.hpp"
-#include "harnessd/transport/ndjson_stream.hpp"
+#include "transport/child_process.hpp"
+#include "transport/ndjson_stream.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>

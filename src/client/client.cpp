@@ -4,7 +4,7 @@
 // the client's executor.
 #include "harnessd/client/client.hpp"
 
-#include "harnessd/util/wakeup.hpp"
+#include "util/wakeup.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

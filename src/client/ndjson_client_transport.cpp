@@ -3,8 +3,8 @@
 // Both are the wire library's NdjsonStream, as the daemon's are.
 #include "harnessd/client/client_transport.hpp"
 
-#include "harnessd/transport/child_process.hpp"
-#include "harnessd/transport/ndjson_stream.hpp"
+#include "transport/child_process.hpp"
+#include "transport/ndjson_stream.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>

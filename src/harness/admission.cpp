@@ -1,4 +1,4 @@
-#include "harnessd/harness/admission.hpp"
+#include "harness/admission.hpp"
 
 #include <boost/asio/this_coro.hpp>
 

@@ -1,10 +1,10 @@
-#include "harnessd/harness/session.hpp"
+#include "harness/session.hpp"
 
 #include "detail/turn.hpp"
-#include "harnessd/harness/session_registry.hpp"
+#include "harness/session_registry.hpp"
 #include "harnessd/protocol/turn_end.hpp"
-#include "harnessd/store/errc.hpp"
-#include "harnessd/util/json_fields.hpp"
+#include "store/errc.hpp"
+#include "util/json_fields.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>

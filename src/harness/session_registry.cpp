@@ -1,4 +1,4 @@
-#include "harnessd/harness/session_registry.hpp"
+#include "harness/session_registry.hpp"
 
 #include <boost/asio/strand.hpp>
 

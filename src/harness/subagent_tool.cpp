@@ -3,10 +3,10 @@
 // synchronously and the whole tree is race-free by construction.
 #include "detail/turn.hpp"
 
-#include "harnessd/harness/session_registry.hpp"
+#include "harness/session_registry.hpp"
 #include "harnessd/protocol/turn_end.hpp"
-#include "harnessd/llm/provider.hpp"
-#include "harnessd/util/json_limits.hpp"
+#include "llm/provider.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
 

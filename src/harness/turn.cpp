@@ -1,9 +1,9 @@
 #include "detail/turn.hpp"
 
-#include "harnessd/harness/session_registry.hpp"
+#include "harness/session_registry.hpp"
 #include "harnessd/protocol/turn_end.hpp"
-#include "harnessd/llm/provider.hpp"
-#include "harnessd/util/json_append.hpp"
+#include "llm/provider.hpp"
+#include "util/json_append.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>

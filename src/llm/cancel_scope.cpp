@@ -1,4 +1,4 @@
-#include "harnessd/llm/cancel_scope.hpp"
+#include "llm/cancel_scope.hpp"
 
 #include <boost/asio/post.hpp>
 

@@ -2,11 +2,11 @@
 // are pooled (keep-alive); every wait has a deadline; cancel closes the
 // socket so the call ends at once; 429/5xx/connect failures are retried with
 // backoff only while nothing has been streamed to the client yet.
-#include "harnessd/llm/deepseek_provider.hpp"
+#include "llm/deepseek_provider.hpp"
 
-#include "harnessd/llm/openai_format.hpp"
-#include "harnessd/llm/sse_parser.hpp"
-#include "harnessd/util/json_limits.hpp"
+#include "llm/openai_format.hpp"
+#include "llm/sse_parser.hpp"
+#include "util/json_limits.hpp"
 #include "harnessd/util/url.hpp"
 
 #include <boost/asio/ip/tcp.hpp>

@@ -1,6 +1,6 @@
-#include "harnessd/llm/errc.hpp"
+#include "llm/errc.hpp"
 
-#include "harnessd/llm/chat.hpp"
+#include "llm/chat.hpp"
 
 #include <string>
 

@@ -1,10 +1,10 @@
 // Request bodies and streamed chunks of the OpenAI-compatible format. Provider
 // data is untrusted: parsed with the input nesting limit, non-finite numbers
 // replaced, usage reduced to the finite numbers the protocol documents.
-#include "harnessd/llm/openai_format.hpp"
+#include "llm/openai_format.hpp"
 
-#include "harnessd/util/json_fields.hpp"
-#include "harnessd/util/json_limits.hpp"
+#include "util/json_fields.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
 

@@ -1,4 +1,4 @@
-#include "harnessd/llm/provider.hpp"
+#include "llm/provider.hpp"
 
 namespace harnessd::llm {
 

@@ -1,4 +1,4 @@
-#include "harnessd/llm/scripted_provider.hpp"
+#include "llm/scripted_provider.hpp"
 
 
 #include <boost/asio/redirect_error.hpp>

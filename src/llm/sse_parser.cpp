@@ -1,6 +1,6 @@
 // SSE line splitting with bounded buffers. Whole runs between terminators are
 // appended at once (not byte by byte) so a large chunk costs one copy.
-#include "harnessd/llm/sse_parser.hpp"
+#include "llm/sse_parser.hpp"
 
 namespace harnessd::llm {
 

@@ -4,10 +4,10 @@
 // --help shows the defaults in force.
 #pragma once
 
-#include "harnessd/harness/session_registry.hpp"
-#include "harnessd/llm/deepseek_provider.hpp"
-#include "harnessd/server/server_context.hpp"
-#include "harnessd/store/jsonl_store.hpp"
+#include "harness/session_registry.hpp"
+#include "llm/deepseek_provider.hpp"
+#include "server/server_context.hpp"
+#include "store/jsonl_store.hpp"
 
 #include <chrono>
 #include <cstddef>

@@ -3,7 +3,7 @@
 // tcp:// or ws:// URL, streaming the assistant's text as it arrives.
 #include "harnessd/client/client.hpp"
 #include "harnessd/client/harness.hpp"
-#include "harnessd/util/version.hpp"
+#include "util/version.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>

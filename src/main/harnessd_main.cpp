@@ -1,16 +1,16 @@
 // harnessd: serves LLM agent sessions over directional JSON-RPC 2.0 on
 // stdio, TCP and WebSocket. This file only wires flags to the layers.
 #include "daemon_config.hpp"
-#include "harnessd/harness/session_registry.hpp"
-#include "harnessd/llm/deepseek_provider.hpp"
-#include "harnessd/llm/provider.hpp"
-#include "harnessd/llm/scripted_provider.hpp"
-#include "harnessd/server/metrics.hpp"
-#include "harnessd/server/server.hpp"
-#include "harnessd/store/jsonl_store.hpp"
-#include "harnessd/store/memory_store.hpp"
-#include "harnessd/util/listen_url.hpp"
-#include "harnessd/util/version.hpp"
+#include "harness/session_registry.hpp"
+#include "llm/deepseek_provider.hpp"
+#include "llm/provider.hpp"
+#include "llm/scripted_provider.hpp"
+#include "server/metrics.hpp"
+#include "server/server.hpp"
+#include "store/jsonl_store.hpp"
+#include "store/memory_store.hpp"
+#include "util/listen_url.hpp"
+#include "util/version.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>

@@ -1,6 +1,6 @@
 #include "harnessd/protocol/chunk.hpp"
 
-#include "harnessd/util/json_append.hpp"
+#include "util/json_append.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

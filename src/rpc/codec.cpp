@@ -1,7 +1,7 @@
 // Decoding follows the bad-input table of docs/protocol.md §3 row by row.
 #include "harnessd/rpc/codec.hpp"
 
-#include "harnessd/util/json_limits.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

@@ -3,9 +3,9 @@
 // read and change it; everything here is used from the connection's strand.
 #pragma once
 
-#include "harnessd/harness/session.hpp"
-#include "harnessd/server/outbox.hpp"
-#include "harnessd/server/server_context.hpp"
+#include "harness/session.hpp"
+#include "server/outbox.hpp"
+#include "server/server_context.hpp"
 
 #include <cstdint>
 #include <map>

@@ -1,7 +1,7 @@
 #include "server/connection.hpp"
 
-#include "harnessd/server/metrics.hpp"
-#include "harnessd/util/secret.hpp"
+#include "server/metrics.hpp"
+#include "util/secret.hpp"
 #include "server/methods.hpp"
 
 #include <boost/asio/co_spawn.hpp>

@@ -7,10 +7,10 @@
 #pragma once
 
 #include "harnessd/rpc/codec.hpp"
-#include "harnessd/server/outbox.hpp"
-#include "harnessd/server/server_context.hpp"
+#include "server/outbox.hpp"
+#include "server/server_context.hpp"
 #include "harnessd/transport/frame_transport.hpp"
-#include "harnessd/util/wakeup.hpp"
+#include "util/wakeup.hpp"
 #include "server/client_state.hpp"
 
 #include <boost/asio/any_io_executor.hpp>

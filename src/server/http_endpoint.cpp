@@ -1,16 +1,16 @@
 // HTTP and WebSocket on one port: plain requests get /healthz, /metrics or
 // the embedded web UI; an Upgrade request passes the Origin and token checks
 // and becomes a WebSocket connection served like any other.
-#include "harnessd/server/http_endpoint.hpp"
+#include "server/http_endpoint.hpp"
 
 #include "../transport/detail/websocket_transport.hpp"
-#include "harnessd/harness/session_registry.hpp"
+#include "harness/session_registry.hpp"
 #include "server/connection.hpp"
-#include "harnessd/server/metrics.hpp"
-#include "harnessd/server/server.hpp"
-#include "harnessd/server/web_assets.hpp"
-#include "harnessd/util/secret.hpp"
-#include "harnessd/util/version.hpp"
+#include "server/metrics.hpp"
+#include "server/server.hpp"
+#include "server/web_assets.hpp"
+#include "util/secret.hpp"
+#include "util/version.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>

@@ -1,12 +1,12 @@
 // The handlers of protocol §4 and the table that binds them to methods.
 #include "server/methods.hpp"
 
-#include "harnessd/harness/session_registry.hpp"
+#include "harness/session_registry.hpp"
 #include "harnessd/protocol/turn_end.hpp"
-#include "harnessd/llm/provider.hpp"
+#include "llm/provider.hpp"
 #include "harnessd/protocol/messages.hpp"
 #include "harnessd/rpc/error_code.hpp"
-#include "harnessd/util/version.hpp"
+#include "util/version.hpp"
 #include "server/client_state.hpp"
 #include "server/outbox_sink.hpp"
 

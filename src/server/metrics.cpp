@@ -1,7 +1,7 @@
-#include "harnessd/server/metrics.hpp"
+#include "server/metrics.hpp"
 
-#include "harnessd/harness/session_registry.hpp"
-#include "harnessd/store/event_store.hpp"
+#include "harness/session_registry.hpp"
+#include "store/event_store.hpp"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
 #include "server/outbox_sink.hpp"
 
 #include "harnessd/rpc/codec.hpp"
-#include "harnessd/server/metrics.hpp"
+#include "server/metrics.hpp"
 
 namespace harnessd::server {
 namespace asio = boost::asio;

@@ -2,8 +2,8 @@
 // connection's Outbox, in order, behind the events' log writes.
 #pragma once
 
-#include "harnessd/harness/event_sink.hpp"
-#include "harnessd/server/outbox.hpp"
+#include "harness/event_sink.hpp"
+#include "server/outbox.hpp"
 
 #include <memory>
 

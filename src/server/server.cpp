@@ -1,8 +1,8 @@
-#include "harnessd/server/server.hpp"
+#include "server/server.hpp"
 
 #include "server/connection.hpp"
-#include "harnessd/server/http_endpoint.hpp"
-#include "harnessd/transport/ndjson_transport.hpp"
+#include "server/http_endpoint.hpp"
+#include "transport/ndjson_transport.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>

@@ -1,4 +1,4 @@
-#include "harnessd/store/errc.hpp"
+#include "store/errc.hpp"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 #include "detail/group_commit.hpp"
 
-#include "harnessd/util/wakeup.hpp"
+#include "util/wakeup.hpp"
 
 #include <boost/asio/this_coro.hpp>
 #include <spdlog/spdlog.h>

@@ -2,12 +2,12 @@
 // nothing a client has seen); durability at turn end comes from the group
 // commit thread; on open a torn last line (no '\n' or not JSON) is
 // truncated away. Opening and reading a log runs on a small disk pool.
-#include "harnessd/store/jsonl_store.hpp"
+#include "store/jsonl_store.hpp"
 
 #include "detail/group_commit.hpp"
 #include "detail/log_file.hpp"
-#include "harnessd/store/errc.hpp"
-#include "harnessd/util/json_limits.hpp"
+#include "store/errc.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>

@@ -1,4 +1,4 @@
-#include "harnessd/store/memory_store.hpp"
+#include "store/memory_store.hpp"
 
 namespace harnessd::store {
 namespace {

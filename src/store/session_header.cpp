@@ -1,4 +1,4 @@
-#include "harnessd/store/event_store.hpp"
+#include "store/event_store.hpp"
 
 namespace harnessd::store {
 

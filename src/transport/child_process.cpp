@@ -1,4 +1,4 @@
-#include "harnessd/transport/child_process.hpp"
+#include "transport/child_process.hpp"
 
 #include <csignal>
 #include <stdexcept>

@@ -1,7 +1,7 @@
 // Line splitting for NDJSON input. One buffer per connection: consumed bytes
 // are reclaimed before it grows, and it shrinks back once a large frame is
 // gone, so its size follows the frames in flight, not the largest ever seen.
-#include "harnessd/transport/line_framer.hpp"
+#include "transport/line_framer.hpp"
 
 #include <algorithm>
 #include <cstring>

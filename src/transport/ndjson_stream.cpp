@@ -1,4 +1,4 @@
-#include "harnessd/transport/ndjson_stream.hpp"
+#include "transport/ndjson_stream.hpp"
 
 #include "detail/kernel_queue.hpp"
 

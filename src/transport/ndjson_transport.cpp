@@ -1,4 +1,4 @@
-#include "harnessd/transport/ndjson_transport.hpp"
+#include "transport/ndjson_transport.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "harnessd/util/json_append.hpp"
+#include "util/json_append.hpp"
 
 #include <array>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "harnessd/util/listen_url.hpp"
+#include "util/listen_url.hpp"
 
 #include <array>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "harnessd/util/wakeup.hpp"
+#include "util/wakeup.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>

@@ -5,7 +5,7 @@
 
 #include "harnessd/rpc/codec.hpp"
 #include "harnessd/protocol/messages.hpp"
-#include "harnessd/util/json_limits.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

@@ -4,9 +4,9 @@
 // events that a second open finds again, the torn tail cut away for good.
 #include "fuzz_check.hpp"
 
-#include "harnessd/llm/openai_format.hpp"
-#include "harnessd/store/jsonl_store.hpp"
-#include "harnessd/util/json_limits.hpp"
+#include "llm/openai_format.hpp"
+#include "store/jsonl_store.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

@@ -3,7 +3,7 @@
 // must match a one-pass reading of the whole stream and respect the limit.
 #include "fuzz_check.hpp"
 
-#include "harnessd/transport/line_framer.hpp"
+#include "transport/line_framer.hpp"
 
 #include <algorithm>
 #include <cstring>

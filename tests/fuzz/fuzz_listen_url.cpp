@@ -4,7 +4,7 @@
 // parsed again, as it is when the daemon reports the address it listens on.
 #include "fuzz_check.hpp"
 
-#include "harnessd/util/listen_url.hpp"
+#include "util/listen_url.hpp"
 
 #include <stdexcept>
 

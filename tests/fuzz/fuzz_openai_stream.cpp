@@ -4,7 +4,7 @@
 // the session log verbatim.
 #include "fuzz_check.hpp"
 
-#include "harnessd/llm/openai_format.hpp"
+#include "llm/openai_format.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

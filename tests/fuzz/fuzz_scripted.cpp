@@ -3,7 +3,7 @@
 // ranges, since the scripted turn allocates and sleeps by those numbers.
 #include "fuzz_check.hpp"
 
-#include "harnessd/llm/scripted_provider.hpp"
+#include "llm/scripted_provider.hpp"
 
 using harnessd::llm::Script;
 

@@ -3,7 +3,7 @@
 // limits must hold for the buffers as well as for the events handed out.
 #include "fuzz_check.hpp"
 
-#include "harnessd/llm/sse_parser.hpp"
+#include "llm/sse_parser.hpp"
 
 #include <vector>
 

@@ -1,6 +1,6 @@
 // Every bad-input row of the protocol (§3) as the codec decodes it.
 #include "harnessd/rpc/codec.hpp"
-#include "harnessd/util/json_append.hpp"
+#include "util/json_append.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

@@ -1,11 +1,11 @@
 // The method table and a Connection driven over an in-memory FrameTransport:
 // the gates, the -32602 path and a whole turn, with no socket.
-#include "harnessd/harness/session_registry.hpp"
-#include "harnessd/llm/scripted_provider.hpp"
+#include "harness/session_registry.hpp"
+#include "llm/scripted_provider.hpp"
 #include "harnessd/protocol/methods.hpp"
-#include "harnessd/server/metrics.hpp"
-#include "harnessd/store/memory_store.hpp"
-#include "harnessd/util/wakeup.hpp"
+#include "server/metrics.hpp"
+#include "store/memory_store.hpp"
+#include "util/wakeup.hpp"
 #include "server/connection.hpp"
 #include "server/methods.hpp"
 

@@ -1,9 +1,9 @@
 // Each layer's error codes: a std::error_category per layer, values and
 // names stable, and what generic code sees of them.
-#include "harnessd/llm/chat.hpp"
-#include "harnessd/llm/errc.hpp"
+#include "llm/chat.hpp"
+#include "llm/errc.hpp"
 #include "harnessd/rpc/error_code.hpp"
-#include "harnessd/store/errc.hpp"
+#include "store/errc.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
-#include "harnessd/store/errc.hpp"
-#include "harnessd/store/jsonl_store.hpp"
+#include "store/errc.hpp"
+#include "store/jsonl_store.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>

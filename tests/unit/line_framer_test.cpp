@@ -1,4 +1,4 @@
-#include "harnessd/transport/line_framer.hpp"
+#include "transport/line_framer.hpp"
 
 #include <doctest/doctest.h>
 

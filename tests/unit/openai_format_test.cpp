@@ -1,8 +1,8 @@
 // The OpenAI-compatible format: request bodies, streamed chunks, and the
 // checks that keep hostile provider data out of clients and session logs.
-#include "harnessd/llm/openai_format.hpp"
+#include "llm/openai_format.hpp"
 
-#include "harnessd/util/json_limits.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

@@ -1,4 +1,4 @@
-#include "harnessd/server/outbox.hpp"
+#include "server/outbox.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

@@ -1,9 +1,9 @@
 // The turn loop over a real io_context, a real JSONL store and a sink that
 // records what a connection would have been sent.
-#include "harnessd/harness/session_registry.hpp"
+#include "harness/session_registry.hpp"
 #include "harnessd/protocol/turn_end.hpp"
-#include "harnessd/llm/scripted_provider.hpp"
-#include "harnessd/store/jsonl_store.hpp"
+#include "llm/scripted_provider.hpp"
+#include "store/jsonl_store.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

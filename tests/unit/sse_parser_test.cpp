@@ -1,6 +1,6 @@
 // SSE parsing: events survive any split of the byte stream, and lines and
 // events beyond their limits end the stream instead of growing memory.
-#include "harnessd/llm/sse_parser.hpp"
+#include "llm/sse_parser.hpp"
 
 #include <doctest/doctest.h>
 

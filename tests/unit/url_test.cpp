@@ -1,4 +1,4 @@
-#include "harnessd/llm/deepseek_provider.hpp"
+#include "llm/deepseek_provider.hpp"
 #include "harnessd/util/url.hpp"
 
 #include <boost/asio/io_context.hpp>

@@ -2,7 +2,7 @@
 // tool calls, turn/end. Internal to the harness layer.
 #pragma once
 
-#include "harnessd/harness/session.hpp"
+#include "harness/session.hpp"
 
 namespace harnessd::harness::detail {
 

@@ -9,7 +9,7 @@
 #pragma once
 
 #include "log_file.hpp"
-#include "harnessd/store/event_store.hpp"
+#include "store/event_store.hpp"
 
 #include <boost/asio/awaitable.hpp>
 

@@ -4,7 +4,7 @@
 
 #include "corked_stream.hpp"
 #include "harnessd/transport/frame_transport.hpp"
-#include "harnessd/util/wakeup.hpp"
+#include "util/wakeup.hpp"
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>

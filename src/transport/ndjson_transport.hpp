@@ -3,7 +3,7 @@
 #pragma once
 
 #include "harnessd/transport/frame_transport.hpp"
-#include "harnessd/transport/ndjson_stream.hpp"
+#include "transport/ndjson_stream.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 

@@ -3,7 +3,7 @@
 // into the protocol's assistant/chunk objects.
 #pragma once
 
-#include "harnessd/llm/chat.hpp"
+#include "llm/chat.hpp"
 #include "harnessd/protocol/chunk.hpp"
 
 #include <boost/json/object.hpp>

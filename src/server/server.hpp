@@ -2,9 +2,9 @@
 // live connections that a graceful stop walks.
 #pragma once
 
-#include "harnessd/server/server_context.hpp"
+#include "server/server_context.hpp"
 #include "harnessd/transport/frame_transport.hpp"
-#include "harnessd/util/listen_url.hpp"
+#include "util/listen_url.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>

@@ -2,7 +2,7 @@
 // directives in the newest user message, for demos, tests and benchmarks.
 #pragma once
 
-#include "harnessd/llm/provider.hpp"
+#include "llm/provider.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,8 +2,8 @@
 // (docs/protocol.md §6, assistant/chunk) and reports how it finished.
 #pragma once
 
-#include "harnessd/llm/cancel_scope.hpp"
-#include "harnessd/llm/chat.hpp"
+#include "llm/cancel_scope.hpp"
+#include "llm/chat.hpp"
 #include "harnessd/protocol/chunk.hpp"
 
 #include <boost/asio/awaitable.hpp>

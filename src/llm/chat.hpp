@@ -2,7 +2,7 @@
 // events, tool definitions, and what one model call returns.
 #pragma once
 
-#include "harnessd/llm/errc.hpp"
+#include "llm/errc.hpp"
 
 #include <boost/json/object.hpp>
 

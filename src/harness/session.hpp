@@ -5,10 +5,10 @@
 #pragma once
 
 #include "harnessd/protocol/turn_end.hpp"
-#include "harnessd/harness/event_sink.hpp"
-#include "harnessd/llm/cancel_scope.hpp"
-#include "harnessd/llm/chat.hpp"
-#include "harnessd/store/event_store.hpp"
+#include "harness/event_sink.hpp"
+#include "llm/cancel_scope.hpp"
+#include "llm/chat.hpp"
+#include "store/event_store.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>

@@ -2,7 +2,7 @@
 // throwaway daemons. An evicted session starts afresh.
 #pragma once
 
-#include "harnessd/store/event_store.hpp"
+#include "store/event_store.hpp"
 
 #include <atomic>
 

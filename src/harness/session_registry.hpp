@@ -5,9 +5,9 @@
 // session loads again on its next prompt, exactly as after a restart.
 #pragma once
 
-#include "harnessd/harness/admission.hpp"
-#include "harnessd/harness/session.hpp"
-#include "harnessd/harness/turn_stats.hpp"
+#include "harness/admission.hpp"
+#include "harness/session.hpp"
+#include "harness/turn_stats.hpp"
 #include "harnessd/protocol/session_id.hpp"
 
 #include <boost/asio/any_io_executor.hpp>

@@ -3,8 +3,8 @@
 // endpoint. Beast stays inside its .cpp.
 #pragma once
 
-#include "harnessd/llm/provider.hpp"
-#include "harnessd/llm/sse_parser.hpp"
+#include "llm/provider.hpp"
+#include "llm/sse_parser.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 

@@ -3,7 +3,7 @@
 // once; durability comes from a group commit thread (docs/protocol.md §7).
 #pragma once
 
-#include "harnessd/store/event_store.hpp"
+#include "store/event_store.hpp"
 
 #include <atomic>
 #include <chrono>

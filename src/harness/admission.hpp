@@ -4,8 +4,8 @@
 // latency: every turn shares the same cores.
 #pragma once
 
-#include "harnessd/llm/cancel_scope.hpp"
-#include "harnessd/util/wakeup.hpp"
+#include "llm/cancel_scope.hpp"
+#include "util/wakeup.hpp"
 
 #include <boost/asio/awaitable.hpp>
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "harnessd/transport/frame_transport.hpp"
-#include "harnessd/transport/line_framer.hpp"
+#include "transport/line_framer.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>

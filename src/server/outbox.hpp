@@ -5,7 +5,7 @@
 // is one block: one allocation, written as it is).
 #pragma once
 
-#include "harnessd/util/wakeup.hpp"
+#include "util/wakeup.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
