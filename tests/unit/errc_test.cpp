@@ -1,8 +1,9 @@
 // Each layer's error codes: a std::error_category per layer, values and
 // names stable, and what generic code sees of them.
+#include "harnessd/client/errors.hpp"
+#include "harnessd/rpc/error_code.hpp"
 #include "llm/chat.hpp"
 #include "llm/errc.hpp"
-#include "harnessd/rpc/error_code.hpp"
 #include "store/errc.hpp"
 
 #include <doctest/doctest.h>
@@ -40,4 +41,14 @@ TEST_CASE("llm codes keep the wire codes TurnEndReason carries") {
   const llm::ModelResult missing = llm::error_result("HTTP 404", llm::errc::http_status, "HTTP_404");
   CHECK(missing.error_code == "HTTP_404");
   CHECK(missing.error == llm::errc::http_status);
+}
+
+TEST_CASE("client errors carry the daemon's code or a harnessd.client code") {
+  const client::RpcError busy(-32001, "session already has an active prompt: s");
+  CHECK(busy.error_code() == rpc::ErrorCode::session_busy);
+  CHECK(busy.code() == -32001);
+  const client::TransportClosed closed("harnessd exited with status 1");
+  CHECK(closed.error_code() == client::errc::transport_closed);
+  CHECK(std::string(closed.error_code().category().name()) == "harnessd.client");
+  CHECK(client::ProtocolError("bad status").error_code() == client::errc::protocol_error);
 }

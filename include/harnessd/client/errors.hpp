@@ -1,19 +1,38 @@
 // The three ways a client call fails: the daemon answered with a JSON-RPC
 // error (RpcError), it answered something the protocol does not allow
-// (ProtocolError), or the connection is gone (TransportClosed).
+// (ProtocolError), or the connection is gone (TransportClosed). Each also
+// carries a std::error_code: the daemon's code in the harnessd.rpc category,
+// or a client::errc of the harnessd.client category.
 #pragma once
+
+#include "harnessd/rpc/error_code.hpp"
 
 #include <boost/json/value.hpp>
 
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace harnessd::client {
+
+enum class errc {
+  protocol_error = 1,  ///< the daemon's answer breaks the protocol
+  transport_closed,    ///< the connection ended before the answer
+};
+
+const std::error_category& client_category() noexcept;
+
+inline std::error_code make_error_code(errc code) noexcept { return {static_cast<int>(code), client_category()}; }
 
 /// Base of every failure the client library reports.
 class ClientError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  ClientError(std::string message, std::error_code code) : std::runtime_error(std::move(message)), code_(code) {}
+
+  const std::error_code& error_code() const noexcept { return code_; }
+
+ private:
+  std::error_code code_;
 };
 
 /// The daemon answered the request with `{"error": {code, message, data?}}`.
@@ -21,7 +40,10 @@ class ClientError : public std::runtime_error {
 class RpcError : public ClientError {
  public:
   RpcError(int code, std::string message, boost::json::value data = nullptr, std::string raw_response = {})
-      : ClientError(std::move(message)), code_(code), data_(std::move(data)), raw_(std::move(raw_response)) {}
+      : ClientError(std::move(message), std::error_code(code, rpc::rpc_category())),
+        code_(code),
+        data_(std::move(data)),
+        raw_(std::move(raw_response)) {}
 
   int code() const noexcept { return code_; }
   const boost::json::value& data() const noexcept { return data_; }
@@ -38,14 +60,17 @@ class RpcError : public ClientError {
 /// client never guesses what such an answer meant.
 class ProtocolError : public ClientError {
  public:
-  using ClientError::ClientError;
+  explicit ProtocolError(std::string message) : ClientError(std::move(message), make_error_code(errc::protocol_error)) {}
 };
 
 /// The connection ended (or was closed by us) before the answer arrived.
 /// The message says why; for a spawned daemon it includes its exit status.
 class TransportClosed : public ClientError {
  public:
-  using ClientError::ClientError;
+  explicit TransportClosed(std::string message) : ClientError(std::move(message), make_error_code(errc::transport_closed)) {}
 };
 
 }  // namespace harnessd::client
+
+template <>
+struct std::is_error_code_enum<harnessd::client::errc> : std::true_type {};
