@@ -8,7 +8,9 @@
 //   probe NAME...    run the named patterns (controls included)
 //   probe --list     print "NAME RULE" for every pattern
 //
-// Output: one "RESULT <name> PASS|FAIL <detail>" line per pattern.
+// Output: one "RESULT <name> PASS|FAIL|SKIP <detail>" line per pattern. Names
+// start with the README rule they exercise (r1_ .. r4_); x_ marks a shape no
+// rule forbids.
 // Patterns whose name starts with "ctl_" are controls: they are undefined
 // behaviour in standard C++ (a dangling reference/closure), so they are
 // expected to fail on every compiler; they show the probe can see a failure.
@@ -443,6 +445,23 @@ awaitable<void> p_r2_initlist_across_await() {
 }
 #endif
 
+// Lifetime-extended temporaries that stay alive across suspensions: a const
+// reference bound to a temporary, and the range of a range-for.
+awaitable<void> p_r2_lifetime_extended() {
+  for (int i = 0; i < kIterations; ++i) {
+    const std::string x = payload(i);
+    const std::string& ref = kPrefix + x;
+    co_await hop();
+    check_eq(ref, kPrefix + x, "const std::string& ref = a + b; co_await; use");
+    std::string joined;
+    for (const std::string& part : vec_of(x)) {
+      co_await hop(1);
+      joined += part + ",";
+    }
+    check_eq(joined, kPrefix + x + "," + x + "," + kSuffix + ",", "for (auto& p : vec_of(x)) { co_await ...; }");
+  }
+}
+
 // A temporary argument followed by a co_await in the same argument list.
 awaitable<void> p_r2_args_with_await() {
   for (int i = 0; i < kIterations; ++i) {
@@ -469,6 +488,19 @@ awaitable<void> p_ctl_spawn_sv_dangling() {
     asio::co_spawn(ex, store_sv(kPrefix + x, kPrefix + x), asio::detached);
   }
   co_await hop(6);
+}
+
+// A conditional with a co_await in only one arm, outside any co_return
+// (none of the four rules forbids this shape).
+awaitable<void> p_x_ternary_one_arm() {
+  for (int i = 0; i < kIterations; ++i) {
+    const std::string x = payload(i);
+    const bool flag = i % 2 == 0;
+    std::string a = flag ? co_await echo_val(x) : x;
+    check_eq(a, x, "local = c ? co_await f() : lvalue");
+    std::string b = flag ? kPrefix : co_await echo_val(kPrefix);
+    check_eq(b, kPrefix, "local = c ? lvalue : co_await f()");
+  }
 }
 
 // ===================================== rule 3: capturing lambdas as coroutines
@@ -751,6 +783,17 @@ awaitable<void> p_r4_tracked() {
   }
 }
 
+// An aggregate temporary in a full-expression that contains a co_await but is
+// not an argument of any coroutine.
+awaitable<void> p_r4_aggregate_not_arg() {
+  for (int i = 0; i < kIterations; ++i) {
+    const std::string x = payload(i);
+    Options reference{kPrefix + x, vec_of(x), obj_of(x), Tracked(x)};
+    std::string got = describe(Options{kPrefix + x, vec_of(x), obj_of(x), Tracked(x)}) + co_await echo_val(x);
+    check_eq(got, describe(reference) + x, "describe(Options{...}) + co_await g()");
+  }
+}
+
 // A prvalue argument followed by a co_await in the same argument list.
 awaitable<void> p_r4_with_inner_await() {
   for (int i = 0; i < kIterations; ++i) {
@@ -795,6 +838,7 @@ const Pattern kPatterns[] = {
     {"r2_expr_across_await", "2", p_r2_expr_across_await},
     {"r2_initlist_across_await", "2", INITLIST_ONLY(p_r2_initlist_across_await)},
     {"r2_args_with_await", "2", p_r2_args_with_await},
+    {"r2_lifetime_extended", "2", p_r2_lifetime_extended},
     {"r3_iife_await", "3", p_r3_iife_await},
     {"r3_named_lambda", "3", p_r3_named_lambda},
     {"r3_cospawn_await", "3", p_r3_cospawn_await},
@@ -809,6 +853,8 @@ const Pattern kPatterns[] = {
     {"r4_vector_initlist", "4", INITLIST_ONLY(p_r4_vector_initlist)},
     {"r4_tracked", "4", p_r4_tracked},
     {"r4_with_inner_await", "4", p_r4_with_inner_await},
+    {"r4_aggregate_not_arg", "4", p_r4_aggregate_not_arg},
+    {"x_ternary_one_arm", "none", p_x_ternary_one_arm},
     {"ctl_spawn_sv_dangling", "ctl", p_ctl_spawn_sv_dangling},
     {"ctl_cospawn_invoked", "ctl", p_ctl_cospawn_invoked},
 };

@@ -70,9 +70,13 @@ fi
 
 # Pattern list from the first binary that built.
 patterns=""
+declare -A rule
 for c in $configs; do
   if [ "${built[$c]}" = 1 ]; then
-    patterns="$("$work/probe-$c" --list | awk '{print $1}')"
+    while read -r name r; do
+      patterns="$patterns $name"
+      rule[$name]=$r
+    done < <("$work/probe-$c" --list)
     break
   fi
 done
@@ -87,9 +91,10 @@ classify() {
       heap-use-after-free) kind=heap-uaf ;;
       stack-use-after-scope) kind=stack-uas ;;
       stack-use-after-return) kind=stack-uar ;;
-      attempting) kind=double-free ;;
+      attempting) kind=dfree ;;
       heap-buffer-overflow) kind=heap-ovf ;;
       stack-buffer-overflow) kind=stack-ovf ;;
+      stack-buffer-underflow) kind=stack-unf ;;
     esac
     echo "CRASH:$kind"; return
   fi
@@ -109,18 +114,20 @@ for p in $patterns; do
   for c in $configs; do
     if [ "${built[$c]}" != 1 ]; then cell[$p,$c]="NOBUILD"; continue; fi
     base="$work/logs/$c.$p"
-    timeout 120 "$work/probe-$c" "$p" >"$base.out" 2>"$base.err"
+    # The subshell (not exec'd: it has a second command) keeps the shell's
+    # "Aborted" job notices out of the output.
+    (timeout 120 "$work/probe-$c" "$p" >"$base.out" 2>"$base.err"; exit $?) 2>/dev/null
     cell[$p,$c]="$(classify "$base" "$p" "$?")"
   done
 done
 
 echo
-printf '%-26s' "pattern"
+printf '%-26s %-5s' "pattern" "rule"
 for c in $configs; do printf ' %-14s' "$c"; done
 echo
 bad=0
 for p in $patterns; do
-  printf '%-26s' "$p"
+  printf '%-26s %-5s' "$p" "${rule[$p]}"
   for c in $configs; do
     v="${cell[$p,$c]}"
     printf ' %-14s' "$v"
@@ -133,8 +140,11 @@ for p in $patterns; do
   echo
 done
 echo
+echo "CRASH:<kind>: ASan report (heap-uaf = heap-use-after-free, dfree = double free,"
+echo "stack-uas/uar = use after scope/return); CRASH:libc: glibc heap check aborted."
 echo "SKIP: shape does not compile with that compiler. ctl_*: undefined behaviour"
-echo "in standard C++ on purpose (expected to fail everywhere). Logs: $work/logs"
+echo "in standard C++ on purpose (expected to fail everywhere). rule 'none': a shape"
+echo "none of the README rules forbids. Logs: $work/logs"
 # First failure detail per non-PASS cell of the rule patterns.
 for p in $patterns; do
   for c in $configs; do

@@ -13,7 +13,33 @@ namespace asio = boost::asio;
 
 namespace {
 asio::awaitable<void> produce(Outbox& box, int producer, int count) {
-  for (int i = 0; i < count; ++i) co_await box.push(std::to_string(producer) + ":" + std::to_string(i));
+  for (int i = 0; i < count; ++i) {
+    std::string frame = std::to_string(producer) + ":" + std::to_string(i);
+    co_await box.push(std::move(frame));
+  }
+}
+
+struct CloseResult {
+  bool accepted_before = false;
+  bool accepted_after = true;
+  bool more = true;
+  std::vector<std::string> taken;
+};
+
+asio::awaitable<void> push_close_push_take(Outbox& box, CloseResult& r) {
+  std::string a = "a";
+  r.accepted_before = co_await box.push(std::move(a));
+  box.close();
+  std::string b = "b";
+  r.accepted_after = co_await box.push(std::move(b));
+  r.more = co_await box.take(r.taken);
+}
+
+asio::awaitable<void> push_abort_take(Outbox& box, bool& got, std::vector<std::string>& taken) {
+  std::string x = "x";
+  co_await box.push(std::move(x));
+  box.abort();
+  got = co_await box.take(taken);
 }
 
 asio::awaitable<void> consume(Outbox& box, std::vector<std::string>& out, std::size_t& batches) {
@@ -61,31 +87,19 @@ TEST_CASE("frames from many strands arrive in each pusher's order, batched, unde
 TEST_CASE("after close, pushes are refused; after abort, queued frames are dropped") {
   asio::io_context io;
   Outbox box(io.get_executor(), 1024);
-  bool accepted_before = false, accepted_after = true;
-  std::vector<std::string> taken;
-  bool more = true;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    accepted_before = co_await box.push("a");
-    box.close();
-    accepted_after = co_await box.push("b");
-    more = co_await box.take(taken);
-    co_return;
-  }, asio::detached);
+  CloseResult r;
+  asio::co_spawn(io, push_close_push_take(box, r), asio::detached);
   io.run();
-  CHECK(accepted_before);
-  CHECK_FALSE(accepted_after);
-  CHECK(more);
-  CHECK(taken == std::vector<std::string>{"a"});
+  CHECK(r.accepted_before);
+  CHECK_FALSE(r.accepted_after);
+  CHECK(r.more);
+  CHECK(r.taken == std::vector<std::string>{"a"});
 
   asio::io_context io2;
   Outbox aborted(io2.get_executor(), 1024);
   bool got = true;
   std::vector<std::string> none;
-  asio::co_spawn(io2, [&]() -> asio::awaitable<void> {
-    co_await aborted.push("x");
-    aborted.abort();
-    got = co_await aborted.take(none);
-  }, asio::detached);
+  asio::co_spawn(io2, push_abort_take(aborted, got, none), asio::detached);
   io2.run();
   CHECK_FALSE(got);
   CHECK(none.empty());
