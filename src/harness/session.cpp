@@ -2,6 +2,7 @@
 
 #include "detail/turn.hpp"
 #include "harness/session_registry.hpp"
+#include "harnessd/protocol/events.hpp"
 #include "harnessd/protocol/turn_end.hpp"
 #include "store/errc.hpp"
 #include "util/json_fields.hpp"
@@ -143,11 +144,9 @@ boost::asio::awaitable<void> Session::load(const std::optional<std::string>& cwd
   log_ = std::move(log);
   if (open_turn_) {
     // The daemon stopped inside this turn: close it so every turn has an end.
-    json::object data;
-    data["turn"] = *open_turn_;
-    data["reason"] = json::value_from(protocol::TurnEndReason::interrupted());
+    const protocol::TurnEnd end{*open_turn_, protocol::TurnEndReason::interrupted()};
     std::string event;
-    append_event(event, "turn/end", data);
+    append_event(event, protocol::TurnEnd::type, json::value_from(end).get_object());
     const std::string_view events[] = {event};
     write_events(events);
     open_turn_.reset();

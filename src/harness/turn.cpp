@@ -1,6 +1,7 @@
 #include "detail/turn.hpp"
 
 #include "harness/session_registry.hpp"
+#include "harnessd/protocol/events.hpp"
 #include "harnessd/protocol/turn_end.hpp"
 #include "llm/provider.hpp"
 #include "util/json_append.hpp"
@@ -19,17 +20,7 @@ namespace json = boost::json;
 
 namespace {
 
-// Event types as named constants: GCC 12 cannot keep a string literal
-// temporary alive across co_await, so coroutines pass these instead.
-constexpr std::string_view turn_start = "turn/start";
-constexpr std::string_view user_message = "user/message";
-constexpr std::string_view step_start = "step/start";
-constexpr std::string_view step_end = "step/end";
 constexpr std::string_view assistant_chunk = "assistant/chunk";
-constexpr std::string_view assistant_message = "assistant/message";
-constexpr std::string_view tool_call = "tool/call";
-constexpr std::string_view tool_result = "tool/result";
-constexpr std::string_view turn_end_type = "turn/end";
 
 // Events are held back and leave together: one log write, then one push of
 // their notifications. A batch goes out when it is this large, before every
@@ -63,13 +54,13 @@ class TurnRun final : public llm::ChunkSink {
       }
     } settle{stats, started};
 
-    add(turn_start, turn_start_data());
-    add_message(user_message, user_message_data(), user_chat_message());
+    add(protocol::TurnStart{turn_});
+    add_message(protocol::UserMessage{input_.content}, user_chat_message());
     co_await flush_if_full();
     protocol::TurnEndReason reason = co_await run_steps();
     // From here the turn ends as decided; a cancel that came first wins.
     if (reason.kind != protocol::TurnEndReason::Kind::aborted && !cancel_.settle()) reason = aborted();
-    add(turn_end_type, turn_end_data(reason));
+    add(protocol::TurnEnd{turn_, reason});
     co_await flush();
     // The prompt is answered only once its turn is as durable as promised.
     co_await session_.end_turn_in_log();
@@ -115,14 +106,16 @@ class TurnRun final : public llm::ChunkSink {
 
   // Events are added by plain functions and flushed by a coroutine without
   // arguments: no temporary is ever passed into a coroutine (GCC 12 rule 4).
-  void add(std::string_view type, const json::object& data) {
+  template <class Event>
+  void add(const Event& event) {
     const std::size_t start = begin_event();
-    session_.append_event(block_, type, data);
+    session_.append_event(block_, Event::type, json::value_from(event).get_object());
     end_event(start);
   }
-  void add_message(std::string_view type, const json::object& data, llm::ChatMessage message) {
+  template <class Event>
+  void add_message(const Event& event, llm::ChatMessage message) {
     const std::size_t start = begin_event();
-    session_.append_message_event(block_, type, data, std::move(message));
+    session_.append_message_event(block_, Event::type, json::value_from(event).get_object(), std::move(message));
     end_event(start);
   }
   asio::awaitable<void> flush_if_full() {
@@ -153,7 +146,7 @@ class TurnRun final : public llm::ChunkSink {
       if (cancel_.cancelled()) co_return aborted();
       blocks_.clear();
       usage_.reset();
-      add(step_start, step_data());
+      add(protocol::StepStart{turn_, step_});
       co_await flush();  // the client sees the step begin before the model answers
 
       llm::ModelRequest request;
@@ -169,7 +162,7 @@ class TurnRun final : public llm::ChunkSink {
       }
 
       if (!blocks_.empty()) add_assistant_message();
-      add(step_end, step_data());
+      add(protocol::StepEnd{turn_, step_});
       co_await flush_if_full();
       const std::vector<llm::ToolCall> calls = std::move(step_calls_);
       step_calls_.clear();
@@ -199,7 +192,7 @@ class TurnRun final : public llm::ChunkSink {
   }
 
   asio::awaitable<void> run_tool(const llm::ToolCall& call) {
-    add(tool_call, tool_call_data(call));
+    add(protocol::ToolCallEvent{turn_, step_, call.id, call.name, call.arguments});
     co_await flush();  // a child's events follow this turn's, never overtake them
     ToolOutcome outcome;
     if (call.name == "subagent") {
@@ -207,7 +200,7 @@ class TurnRun final : public llm::ChunkSink {
     } else {
       outcome = ToolOutcome{"unknown tool: " + call.name, true};
     }
-    add_message(tool_result, tool_result_data(call, outcome),
+    add_message(protocol::ToolResult{turn_, step_, call.id, outcome.text, outcome.is_error},
                 llm::ChatMessage{.role = llm::ChatMessage::Role::tool,
                                  .text = outcome.text,
                                  .tool_call_id = call.id,
@@ -215,15 +208,6 @@ class TurnRun final : public llm::ChunkSink {
     co_await flush_if_full();
   }
 
-  // Event payloads, built outside co_await expressions (see the constants).
-  json::object turn_start_data() const {
-    json::object trigger{{"kind", "message"}, {"source", json::object{{"kind", "user"}}}};
-    return json::object{{"turn", turn_}, {"trigger", std::move(trigger)}};
-  }
-  json::object user_message_data() const {
-    return json::object{{"content", input_.content}, {"source", json::object{{"kind", "user"}}}};
-  }
-  json::object step_data() const { return json::object{{"turn", turn_}, {"step", step_}}; }
   /// `{"turn":T,"step":S,"chunk":CHUNK}`, serialized once, from the type
   /// (hot path).
   std::string& chunk_data_json(const protocol::Chunk& chunk) {
@@ -235,23 +219,6 @@ class TurnRun final : public llm::ChunkSink {
     protocol::append_json(chunk_json_, chunk);
     chunk_json_ += '}';
     return chunk_json_;
-  }
-  json::object turn_end_data(const protocol::TurnEndReason& reason) const {
-    return json::object{{"turn", turn_}, {"reason", json::value_from(reason)}};
-  }
-  json::object tool_call_data(const llm::ToolCall& call) const {
-    json::object data = step_data();
-    data["callId"] = call.id;
-    data["name"] = call.name;
-    data["arguments"] = call.arguments;
-    return data;
-  }
-  json::object tool_result_data(const llm::ToolCall& call, const ToolOutcome& outcome) const {
-    json::object data = step_data();
-    data["callId"] = call.id;
-    data["content"] = json::array{json::object{{"type", "text"}, {"text", outcome.text}}};
-    data["isError"] = outcome.is_error;
-    return data;
   }
 
   /// Folds each chunk into the step's blocks: what assistant/message and
@@ -290,31 +257,31 @@ class TurnRun final : public llm::ChunkSink {
   /// the step to run.
   void add_assistant_message() {
     llm::ChatMessage chat{.role = llm::ChatMessage::Role::assistant};
-    json::array content;
+    protocol::AssistantMessage message{.turn = turn_,
+                                       .step = step_,
+                                       .content = {},
+                                       .provider = std::string(input_.provider->name()),
+                                       .model = input_.model,
+                                       .usage = usage_};
     for (auto& [index, block] : blocks_) {
       if (block.type == protocol::BlockType::tool_call) {
         if (block.call.id.empty()) block.call.id = "call_" + std::to_string(turn_) + "_" +
                                                    std::to_string(step_) + "_" + std::to_string(index);
-        content.push_back(json::object{{"type", "tool-call"},
-                                       {"id", block.call.id},
-                                       {"name", block.call.name},
-                                       {"arguments", block.call.arguments}});
+        message.content.push_back(protocol::ContentBlock{.type = protocol::BlockType::tool_call,
+                                                         .text = {},
+                                                         .id = block.call.id,
+                                                         .name = block.call.name,
+                                                         .arguments = block.call.arguments});
         step_calls_.push_back(block.call);
         chat.tool_calls.push_back(block.call);
       } else if (block.type) {
         if (block.type == protocol::BlockType::text) chat.text += block.text;
         if (block.type == protocol::BlockType::reasoning) chat.reasoning += block.text;
-        content.push_back(json::object{{"type", protocol::to_string(*block.type)}, {"text", block.text}});
+        message.content.push_back(protocol::ContentBlock{.type = *block.type, .text = block.text});
       }
     }
     final_text_ = chat.text;
-    json::object message{{"turn", turn_},
-                         {"step", step_},
-                         {"content", std::move(content)},
-                         {"provenance", json::object{{"provider", input_.provider->name()},
-                                                     {"model", input_.model}}}};
-    if (usage_) message["usage"] = *usage_;
-    add_message(assistant_message, message, std::move(chat));
+    add_message(message, std::move(chat));
   }
 
   Session& session_;

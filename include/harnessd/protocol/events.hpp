@@ -1,0 +1,98 @@
+// The session events of a turn (docs/protocol.md §6) as types, besides
+// assistant/chunk (chunk.hpp). The turn builds these; each becomes the
+// `data` of its event once, through value_from, at the log's edge.
+#pragma once
+
+#include "harnessd/protocol/chunk.hpp"
+#include "harnessd/protocol/turn_end.hpp"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value_from.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace harnessd::protocol {
+
+/// turn/start. A turn is triggered by a user message (the only trigger today).
+struct TurnStart {
+  static constexpr std::string_view type = "turn/start";
+  std::int64_t turn = 0;
+};
+
+/// user/message, from the user.
+struct UserMessage {
+  static constexpr std::string_view type = "user/message";
+  boost::json::array content;  ///< the prompt's validated content blocks
+};
+
+struct StepStart {
+  static constexpr std::string_view type = "step/start";
+  std::int64_t turn = 0;
+  int step = 0;
+};
+
+struct StepEnd {
+  static constexpr std::string_view type = "step/end";
+  std::int64_t turn = 0;
+  int step = 0;
+};
+
+/// One block of an assistant message: text or reasoning (`text`), or a tool
+/// call (`id`, `name`, `arguments`).
+struct ContentBlock {
+  BlockType type = BlockType::text;
+  std::string text;
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
+struct AssistantMessage {
+  static constexpr std::string_view type = "assistant/message";
+  std::int64_t turn = 0;
+  int step = 0;
+  std::vector<ContentBlock> content;
+  std::string provider;
+  std::string model;
+  std::optional<boost::json::object> usage;
+};
+
+struct ToolCallEvent {
+  static constexpr std::string_view type = "tool/call";
+  std::int64_t turn = 0;
+  int step = 0;
+  std::string call_id;
+  std::string name;
+  std::string arguments;  ///< JSON text, as the model produced it
+};
+
+struct ToolResult {
+  static constexpr std::string_view type = "tool/result";
+  std::int64_t turn = 0;
+  int step = 0;
+  std::string call_id;
+  std::string text;
+  bool is_error = false;
+};
+
+struct TurnEnd {
+  static constexpr std::string_view type = "turn/end";
+  std::int64_t turn = 0;
+  TurnEndReason reason;
+};
+
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const TurnStart& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const UserMessage& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const StepStart& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const StepEnd& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const AssistantMessage& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolCallEvent& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolResult& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const TurnEnd& event);
+
+}  // namespace harnessd::protocol
