@@ -137,8 +137,8 @@ TEST_CASE("a file whose header names another id is refused") {
 
 TEST_CASE("many sessions' turn ends share sync rounds, and every append is on disk after end_turn") {
   TempDir dir;
+  boost::asio::io_context io;  // outlives the store (EventStore::stop)
   JsonlStore store(dir.path);
-  boost::asio::io_context io;
   constexpr int sessions = 50;
   std::vector<std::unique_ptr<SessionLog>> logs;
   for (int i = 0; i < sessions; ++i) logs.push_back(store.open_now(header_for(std::string("g").append(std::to_string(i)))));
@@ -160,8 +160,8 @@ TEST_CASE("many sessions' turn ends share sync rounds, and every append is on di
 
 TEST_CASE("open() runs on the disk pool and resumes on the caller's executor") {
   TempDir dir;
+  boost::asio::io_context io;  // outlives the store (EventStore::stop)
   JsonlStore store(dir.path);
-  boost::asio::io_context io;
   auto future = boost::asio::co_spawn(io, store.open(header_for("p")), boost::asio::use_future);
   io.run();
   auto log = future.get();

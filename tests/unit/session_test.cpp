@@ -57,7 +57,10 @@ struct RecordingSink final : harness::EventSink {
   }
 };
 
+// The io_context outlives the store: the store's sync thread may still hold
+// objects of that context until the store is destroyed (EventStore::stop).
 struct Fixture {
+  asio::io_context io;
   fs::path root = fs::temp_directory_path() / ("harnessd-session-test-" + std::to_string(std::random_device{}()));
   store::JsonlStore store{root};
   llm::ScriptedProvider provider;
@@ -98,7 +101,7 @@ std::vector<std::string> types_of(const RecordingSink& sink) {
 
 TEST_CASE("a turn emits the protocol's events in order with contiguous seq") {
   Fixture f;
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("s"), f.input("@chunks 2 3"), sink);
@@ -117,7 +120,7 @@ TEST_CASE("a turn emits the protocol's events in order with contiguous seq") {
 
 TEST_CASE("a busy session refuses a second reservation; cancel settles the turn as aborted") {
   Fixture f;
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   auto session = registry.get_or_create("busy");
   RecordingSink first;
@@ -140,7 +143,7 @@ TEST_CASE("a busy session refuses a second reservation; cancel settles the turn 
 
 TEST_CASE("admission: a queued prompt runs once a slot frees, one over the queue is refused, a queued cancel aborts at once") {
   Fixture f;
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::HarnessOptions options;
   options.max_running_turns = 1;
   options.max_queued_turns = 2;
@@ -176,7 +179,7 @@ TEST_CASE("admission: a queued prompt runs once a slot frees, one over the queue
 
 TEST_CASE("idle sessions are evicted, their logs closed, and they load again as after a restart") {
   Fixture f;
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::HarnessOptions options;
   options.session_idle = std::chrono::milliseconds(1);
   options.max_open_logs = 4;
@@ -209,7 +212,7 @@ TEST_CASE("a log with a seq gap or a turn near INT64_MAX is refused, not trusted
     out << R"({"type":"session","version":0,"id":"h","createdAt":1,"delegationDepth":0})" "\n";
     out << R"({"type":"user/message","seq":9223372036854775807,"time":1,"data":{}})" "\n";
   }
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   for (const char* id : {"g", "h"}) {
     RecordingSink sink;
@@ -221,7 +224,7 @@ TEST_CASE("a log with a seq gap or a turn near INT64_MAX is refused, not trusted
 
 TEST_CASE("a child's id stays within the id limit, even under a 256-byte parent id") {
   Fixture f;
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   const std::string parent_id = std::string(250, 'p') + "\xc3\xa9\xc3\xa9\xc3\xa9";  // ends in multibyte characters
   auto parent = registry.get_or_create(parent_id);
@@ -236,10 +239,10 @@ TEST_CASE("a child's id stays within the id limit, even under a 256-byte parent 
 TEST_CASE("a log that ends inside a turn is closed with an interrupted turn/end on load") {
   Fixture f;
   {
-    asio::io_context io;
-    harness::SessionRegistry registry(io.get_executor(), f.store, {});
+    harness::SessionRegistry registry(f.io.get_executor(), f.store, {});
     RecordingSink sink;
-    run_prompt(io, registry.get_or_create("r"), f.input("hello"), sink);
+    run_prompt(f.io, registry.get_or_create("r"), f.input("hello"), sink);
+    f.io.restart();
   }
   // Simulate a crash mid-turn: a turn/start and a torn line after the last turn/end.
   {
@@ -247,7 +250,7 @@ TEST_CASE("a log that ends inside a turn is closed with an interrupted turn/end 
     out << R"({"type":"turn/start","seq":10,"time":1,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}})" "\n";
     out << R"({"type":"user/mess)";
   }
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("r"), f.input("again"), sink);
@@ -267,7 +270,7 @@ TEST_CASE("a log that ends inside a turn is closed with an interrupted turn/end 
 
 TEST_CASE("the subagent tool runs a child session and reports its answer") {
   Fixture f;
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("parent"), f.input("@subagent @reply inner"), sink);
@@ -286,7 +289,7 @@ TEST_CASE("the subagent tool runs a child session and reports its answer") {
 
 TEST_CASE("the model error directive ends the turn with an error reason") {
   Fixture f;
-  asio::io_context io;
+  asio::io_context& io = f.io;
   harness::SessionRegistry registry(io.get_executor(), f.store, {});
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("e"), f.input("@error boom"), sink);
