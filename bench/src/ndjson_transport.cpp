@@ -73,7 +73,8 @@ class NdjsonTransport : public ClientTransport {
   asio::awaitable<void> write_inflight() {
     std::string error;
     try {
-      co_await stream_->write_blocks(std::span<const std::string>(&inflight_, 1));
+      const std::string_view block = inflight_;
+      co_await stream_->write_blocks(std::span<const std::string_view>(&block, 1));
     } catch (const boost::system::system_error& e) {
       error = e.code().message();
     }

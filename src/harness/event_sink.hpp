@@ -5,6 +5,8 @@
 #include <boost/asio/awaitable.hpp>
 #include "harnessd/protocol/notifications.hpp"
 
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -28,9 +30,10 @@ class EventSink {
 
   /// `block` holds `count` events of one session, in order, each as
   /// `before + EVENT + after + '\n'`, already handed to the session log.
-  /// Takes the block. Returns false once the client is gone: the turn then
-  /// has nobody to stream to.
-  virtual boost::asio::awaitable<bool> on_events(std::string block, std::size_t count) = 0;
+  /// The block is shared with the session's subscribers and never changes.
+  /// Returns false once the client is gone: the turn then has nobody to
+  /// stream to.
+  virtual boost::asio::awaitable<bool> on_events(std::shared_ptr<const std::string> block, std::size_t count) = 0;
   virtual boost::asio::awaitable<void> on_subagent_started(protocol::SubagentStarted note) = 0;
   virtual boost::asio::awaitable<void> on_subagent_finished(protocol::SubagentFinished note) = 0;
 };

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 #include <system_error>
@@ -103,7 +104,7 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
     }
     release.admitted = true;
   }
-  if (!log_) co_await load(input.cwd);
+  co_await ensure_loaded(input.cwd, store::OpenMode::create);
   // Not `co_return co_await`: GCC 12 then skips the destructors of this
   // frame's locals (Release above), leaving the session reserved.
   PromptOutcome outcome = co_await detail::run_turn(*this, input, sink, scope);
@@ -124,14 +125,52 @@ namespace {
 
 }  // namespace
 
-boost::asio::awaitable<void> Session::load(const std::optional<std::string>& cwd) {
+boost::asio::awaitable<bool> Session::ensure_loaded(std::optional<std::string> cwd, store::OpenMode mode) {
+  // A subscribe and a prompt may both find the session unloaded: the first
+  // loads it, the others wait for that load and see its result.
+  while (loading_) co_await loaded_->wait();
+  if (log_) co_return true;
+  loading_ = true;
+  if (!loaded_) loaded_ = util::Wakeup::create(strand_);
+  struct Done {
+    Session& session;
+    ~Done() {
+      session.loading_ = false;
+      session.loaded_->notify();
+    }
+  } done{*this};
+  const bool loaded = co_await load(cwd, mode);
+  co_return loaded;
+}
+
+std::int64_t Session::subscribe(std::shared_ptr<EventSubscriber> subscriber) {
+  subscribers_.push_back(std::move(subscriber));
+  return written_seq_;
+}
+
+bool Session::unsubscribe(const EventSubscriber& subscriber) {
+  const auto it = std::find_if(subscribers_.begin(), subscribers_.end(),
+                               [&](const auto& s) { return s.get() == &subscriber; });
+  if (it == subscribers_.end()) return false;
+  subscribers_.erase(it);
+  return true;
+}
+
+void Session::publish(const std::shared_ptr<const std::string>& block, std::size_t count, const TurnOwner* owner) {
+  for (const std::shared_ptr<EventSubscriber>& subscriber : subscribers_) {
+    if (owner == nullptr || subscriber->owner() != owner) subscriber->on_logged(block, count);
+  }
+}
+
+boost::asio::awaitable<bool> Session::load(const std::optional<std::string>& cwd, store::OpenMode mode) {
   store::SessionHeader header;
   header.id = id_;
   header.created_at_ms = now_ms();
   header.cwd = cwd;
   header.parent_session = parent_id_;
   header.delegation_depth = delegation_depth_;
-  std::unique_ptr<store::SessionLog> log = co_await registry_.store().open(std::move(header));
+  std::unique_ptr<store::SessionLog> log = co_await registry_.store().open(std::move(header), mode);
+  if (!log) co_return false;
   // A child prompted directly after a restart keeps its place in the tree.
   if (const json::value* depth = log->header().if_contains("delegationDepth"); depth && depth->is_int64()) {
     const std::int64_t stored = depth->get_int64();
@@ -141,6 +180,7 @@ boost::asio::awaitable<void> Session::load(const std::optional<std::string>& cwd
     delegation_depth_ = static_cast<int>(stored);
   }
   replay(log->take_loaded_events());
+  written_seq_ = next_seq_ - 1;
   log_ = std::move(log);
   if (open_turn_) {
     // The daemon stopped inside this turn: close it so every turn has an end.
@@ -152,6 +192,7 @@ boost::asio::awaitable<void> Session::load(const std::optional<std::string>& cwd
     open_turn_.reset();
     co_await log_->end_turn();
   }
+  co_return true;
 }
 
 void Session::replay(std::vector<json::object> events) {
@@ -219,7 +260,10 @@ void Session::append_serialized_event(std::string& event, std::string_view type,
   event += '}';
 }
 
-void Session::write_events(std::span<const std::string_view> events) { log_->append(events); }
+void Session::write_events(std::span<const std::string_view> events) {
+  written_seq_ += static_cast<std::int64_t>(events.size());
+  log_->append(events, store::LogPosition{.last_seq = written_seq_, .turns = next_turn_, .time_ms = now_ms()});
+}
 
 boost::asio::awaitable<void> Session::end_turn_in_log() { co_await log_->end_turn(); }
 

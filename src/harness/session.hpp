@@ -6,9 +6,11 @@
 
 #include "harnessd/protocol/turn_end.hpp"
 #include "harness/event_sink.hpp"
+#include "harness/event_subscriber.hpp"
 #include "llm/cancel_scope.hpp"
 #include "llm/chat.hpp"
 #include "store/event_store.hpp"
+#include "util/wakeup.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -50,6 +52,9 @@ struct PromptInput {
   std::optional<std::string> cwd;  ///< recorded in the header of a new session
   const TurnOwner* owner = nullptr;  ///< who prompted: cancel(why, owner) matches it
   bool admit = false;              ///< a client's prompt: waits for a running-turn slot
+  /// When the sink's client is gone, the turn runs on (still logged and
+  /// published to subscribers) instead of being cancelled.
+  bool run_detached = false;
 };
 
 struct PromptOutcome {
@@ -94,6 +99,18 @@ class Session : public std::enable_shared_from_this<Session> {
   /// cancelled. The turn sees it at its next event, whatever its strand does.
   bool cancel(const std::string& why, const TurnOwner* owner = nullptr);
 
+  /// Must run on strand(). Loads the session's log when it is not loaded
+  /// (once, however many callers wait). With OpenMode::existing, false for
+  /// a session that has no log. Throws on store failure.
+  boost::asio::awaitable<bool> ensure_loaded(std::optional<std::string> cwd, store::OpenMode mode);
+
+  /// On strand(), loaded: `subscriber` gets every event logged from now on.
+  /// Returns the seq of the last event logged before (-1: none); that one
+  /// and all before it are readable from the store.
+  std::int64_t subscribe(std::shared_ptr<EventSubscriber> subscriber);
+  /// On strand(): no more events for `subscriber`. False if it was not one.
+  bool unsubscribe(const EventSubscriber& subscriber);
+
   // --- used by the turn loop, on strand() ---
   /// Stamps seq and time on an event and appends it, serialized, to `out`.
   /// Not yet in the log: see write_events().
@@ -108,6 +125,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void append_serialized_event(std::string& out, std::string_view type, std::string_view data_json);
   /// Hands events made above to the log, in order, in one write.
   void write_events(std::span<const std::string_view> events);
+  /// Gives the block of events just written to every subscriber except
+  /// those of `owner` (who get them from the turn's sink).
+  void publish(const std::shared_ptr<const std::string>& block, std::size_t count, const TurnOwner* owner);
   /// Completes when the turn's events are as durable as the store promises.
   boost::asio::awaitable<void> end_turn_in_log();
   const std::vector<llm::ChatMessage>& messages() const noexcept { return messages_; }
@@ -115,7 +135,8 @@ class Session : public std::enable_shared_from_this<Session> {
   SessionRegistry& registry() noexcept { return registry_; }
 
  private:
-  boost::asio::awaitable<void> load(const std::optional<std::string>& cwd);
+  /// False with OpenMode::existing for a session without a log.
+  boost::asio::awaitable<bool> load(const std::optional<std::string>& cwd, store::OpenMode mode);
   void replay(std::vector<boost::json::object> events);
   void apply_to_conversation(std::string_view type, const boost::json::object& data);
   void touch() noexcept;
@@ -136,9 +157,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // Strand-only state.
   std::unique_ptr<store::SessionLog> log_;
   std::int64_t next_seq_ = 0;
+  std::int64_t written_seq_ = -1;  ///< the last seq handed to the log
   std::int64_t next_turn_ = 0;
   std::vector<llm::ChatMessage> messages_;
   std::optional<std::int64_t> open_turn_;  ///< while loading: a turn/start without its turn/end
+  bool loading_ = false;
+  std::shared_ptr<util::Wakeup> loaded_;  ///< wakes whoever waits for a load in progress
+  std::vector<std::shared_ptr<EventSubscriber>> subscribers_;
 };
 
 }  // namespace harnessd::harness

@@ -38,6 +38,8 @@ asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& 
   input.model = parent_input.model;
   input.max_tokens = parent_input.max_tokens;
   input.cwd = parent_input.cwd;
+  input.owner = parent_input.owner;  // the parent's client gets the child's events from the sink
+  input.run_detached = parent_input.run_detached;
 
   PromptOutcome outcome;
   if (cancel.cancelled()) {

@@ -86,10 +86,13 @@ class TurnRun final : public llm::ChunkSink {
     since_yield_ += count;
     spans_.clear();
     const std::size_t size = block_.size();
-    const bool delivered = co_await sink_.on_events(std::move(block_), count);
+    auto block = std::make_shared<const std::string>(std::move(block_));
     block_ = std::string();
     block_.reserve(size);  // the next batch is likely as large
-    if (!delivered) cancel_.cancel("connection closed");
+    session_.publish(block, count, input_.owner);
+    const bool delivered = co_await sink_.on_events(std::move(block), count);
+    // A detached turn runs on for the log and the subscribers.
+    if (!delivered && !input_.run_detached) cancel_.cancel("connection closed");
     if (since_yield_ >= events_between_yields) {
       since_yield_ = 0;
       auto strand = co_await asio::this_coro::executor;

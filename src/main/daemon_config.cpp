@@ -75,6 +75,13 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
   app.add_option("--provider", config.server.default_provider, "Provider of clients that name none in initialize");
   app.add_option("--max-frame-bytes", config.server.max_frame_bytes, "Largest accepted message in bytes")
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30));
+  app.add_option("--subscriber-max-bytes", config.server.subscriber_max_bytes,
+                 "Close a connection with more bytes of subscribed session events queued than this "
+                 "(session/subscribe never slows a turn)")
+      ->check(CLI::Range(std::size_t{64 * 1024}, std::size_t{1} << 34));
+  app.add_option("--max-subscriptions", config.server.max_subscriptions,
+                 "Sessions one connection may subscribe to at once")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   add_ms(app, "--write-timeout-ms", config.server.write_timeout,
          "Close a client that accepts no bytes for this long while output waits");
   add_ms(app, "--handshake-timeout-ms", config.server.handshake_timeout,

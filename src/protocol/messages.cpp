@@ -48,6 +48,19 @@ std::string session_id(const json::object& obj) {
   return std::string(id);
 }
 
+std::int64_t page_limit(const json::object& obj, std::int64_t fallback) {
+  const std::optional<std::int64_t> limit = optional_int(obj, "limit");
+  if (!limit) return fallback;
+  if (*limit < 1 || *limit > max_page_limit) bad("params.limit must be within 1..1000");
+  return *limit;
+}
+
+std::optional<std::int64_t> after_seq(const json::object& obj) {
+  const std::optional<std::int64_t> seq = optional_int(obj, "afterSeq");
+  if (seq && *seq < -1) bad("params.afterSeq must be -1 or more");
+  return seq;
+}
+
 }  // namespace
 
 InitializeParams tag_invoke(json::value_to_tag<InitializeParams>, const json::value& params) {
@@ -62,6 +75,13 @@ InitializeParams tag_invoke(json::value_to_tag<InitializeParams>, const json::va
   if (out.max_tokens && *out.max_tokens <= 0) bad("params.maxTokens must be a positive integer");
   out.protocol_version = optional_int(obj, "protocolVersion");
   out.auth_token = optional_string(obj, "authToken");
+  if (const std::optional<std::string> mode = optional_string(obj, "onDisconnect")) {
+    if (*mode == "continue") {
+      out.on_disconnect = OnDisconnect::continue_running;
+    } else if (*mode != "cancel") {
+      bad(R"(params.onDisconnect must be "cancel" or "continue")");
+    }
+  }
   if (const json::value* info = obj.if_contains("clientInfo"); info && !info->is_null() && !info->is_object()) {
     bad("params.clientInfo must be an object");
   }
@@ -101,6 +121,29 @@ ShutdownParams tag_invoke(json::value_to_tag<ShutdownParams>, const json::value&
   return {};  // shutdown ignores whatever params it is sent
 }
 
+ListParams tag_invoke(json::value_to_tag<ListParams>, const json::value& params) {
+  const json::object& obj = params_object(params);
+  return ListParams{.limit = page_limit(obj, 100), .cursor = optional_string(obj, "cursor")};
+}
+
+EventsParams tag_invoke(json::value_to_tag<EventsParams>, const json::value& params) {
+  const json::object& obj = params_object(params);
+  EventsParams out;
+  out.session_id = session_id(obj);
+  out.after_seq = after_seq(obj).value_or(-1);
+  out.limit = page_limit(obj, 200);
+  return out;
+}
+
+SubscribeParams tag_invoke(json::value_to_tag<SubscribeParams>, const json::value& params) {
+  const json::object& obj = params_object(params);
+  return SubscribeParams{.session_id = session_id(obj), .after_seq = after_seq(obj)};
+}
+
+UnsubscribeParams tag_invoke(json::value_to_tag<UnsubscribeParams>, const json::value& params) {
+  return UnsubscribeParams{session_id(params_object(params))};
+}
+
 void tag_invoke(json::value_from_tag, json::value& out, const InitializeResult& result) {
   json::array providers(result.providers.begin(), result.providers.end());
   json::array methods(result.methods.begin(), result.methods.end());
@@ -121,5 +164,45 @@ void tag_invoke(json::value_from_tag, json::value& out, const CancelResult& resu
 }
 
 void tag_invoke(json::value_from_tag, json::value& out, const ShutdownResult&) { out = json::object{}; }
+
+void tag_invoke(json::value_from_tag, json::value& out, const ListResult& result) {
+  json::array sessions;
+  sessions.reserve(result.sessions.size());
+  for (const SessionSummary& s : result.sessions) {
+    json::object entry{{"sessionId", s.session_id},     {"createdAt", s.created_at}, {"updatedAt", s.updated_at},
+                       {"lastSeq", s.last_seq},         {"turns", s.turns},          {"running", s.running}};
+    if (s.parent_session_id) entry["parentSessionId"] = *s.parent_session_id;
+    sessions.push_back(std::move(entry));
+  }
+  json::object obj{{"sessions", std::move(sessions)}};
+  if (result.next_cursor) obj["nextCursor"] = *result.next_cursor;
+  out = std::move(obj);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const SubscribeResult& result) {
+  out = json::object{{"lastSeq", result.last_seq}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const UnsubscribeResult& result) {
+  out = json::object{{"unsubscribed", result.unsubscribed}};
+}
+
+std::string to_json_text(const EventsResult& result) {
+  std::size_t size = 48;
+  for (const std::string& event : result.events) size += event.size() + 1;
+  std::string out;
+  out.reserve(size);
+  out += R"({"events":[)";
+  for (std::size_t i = 0; i < result.events.size(); ++i) {
+    if (i > 0) out += ',';
+    out += result.events[i];
+  }
+  out += R"(],"lastSeq":)";
+  out += std::to_string(result.last_seq);
+  out += R"(,"more":)";
+  out += result.more ? "true" : "false";
+  out += '}';
+  return out;
+}
 
 }  // namespace harnessd::protocol

@@ -1,11 +1,14 @@
 // What one client connection has told the daemon and what it runs: its
-// initialize choices and the sessions it is prompting. The method handlers
-// read and change it; everything here is used from the connection's strand.
+// initialize choices, the sessions it is prompting and those it subscribes
+// to. The method handlers read and change it; everything here is used from
+// the connection's strand.
 #pragma once
 
 #include "harness/session.hpp"
+#include "harnessd/protocol/messages.hpp"
 #include "server/outbox.hpp"
 #include "server/server_context.hpp"
+#include "server/subscription.hpp"
 
 #include <cstdint>
 #include <map>
@@ -28,6 +31,15 @@ struct ClientState final : harness::TurnOwner {
     for (const auto& [session, count] : prompting) session->cancel(why, this);
   }
 
+  /// Ends every subscription (the connection is ending).
+  void end_subscriptions();
+
+  /// Whether `subscription` is this client's current one to `session_id`.
+  bool subscribed(std::string_view session_id, const Subscription& subscription) const {
+    const auto it = subscriptions.find(session_id);
+    return it != subscriptions.end() && it->second.subscription.get() == &subscription;
+  }
+
   ServerContext& context;
   const std::shared_ptr<Outbox> outbox;  ///< where this client's frames go
   bool initialized = false;
@@ -36,8 +48,15 @@ struct ClientState final : harness::TurnOwner {
   std::string model;
   std::optional<std::int64_t> max_tokens;
   std::optional<std::string> cwd;
+  protocol::OnDisconnect on_disconnect = protocol::OnDisconnect::cancel;
   /// Sessions with a prompt of this client in flight, and how many.
   std::map<std::shared_ptr<harness::Session>, int> prompting;
+
+  struct Subscribed {
+    std::shared_ptr<harness::Session> session;  ///< keeps it loaded
+    std::shared_ptr<Subscription> subscription;
+  };
+  std::map<std::string, Subscribed, std::less<>> subscriptions;
 };
 
 }  // namespace harnessd::server

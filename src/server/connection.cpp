@@ -78,10 +78,16 @@ asio::awaitable<void> Connection::run() {
   }
 
   quiet_deadline_.cancel();
+  client_.end_subscriptions();
   // stdin EOF is a shutdown: running turns finish. A network peer that went
-  // away cannot read their output, so its turns are cancelled.
-  if (peer_finished && kind != transport::TransportKind::stdio) client_.cancel_turns("connection closed");
+  // away cannot read their output, so its turns are cancelled, unless it
+  // asked for them to run on detached.
+  if (peer_finished && kind != transport::TransportKind::stdio &&
+      client_.on_disconnect == protocol::OnDisconnect::cancel) {
+    client_.cancel_turns("connection closed");
+  }
   while (inflight_ > 0) co_await progress_->wait();
+  client_.end_subscriptions();  // any that a request in flight made meanwhile
   outbox_->close();
   while (!writer_done_) co_await progress_->wait();
   co_await transport_->close();
@@ -99,12 +105,17 @@ void Connection::stop() {
 }
 
 asio::awaitable<void> Connection::writer() {
-  std::vector<std::string> batch;
+  std::vector<Block> batch;
+  std::vector<std::string_view> views;
   std::uint64_t frames_before = 0;
   auto self = shared_from_this();
   while (co_await outbox_->take(batch)) {
     std::size_t bytes = 0;
-    for (const std::string& block : batch) bytes += block.size();
+    views.clear();
+    for (const Block& block : batch) {
+      bytes += block->size();
+      views.emplace_back(*block);
+    }
     const std::uint64_t frames = outbox_->frames_taken() - frames_before;
     frames_before = outbox_->frames_taken();
     // A client that stops reading is cut off rather than holding memory
@@ -113,7 +124,7 @@ asio::awaitable<void> Connection::writer() {
     arm_write_deadline(transport_->bytes_written());
     bool failed = false;
     try {
-      co_await transport_->write_frames(batch);
+      co_await transport_->write_frames(views);
     } catch (const std::exception& e) {
       spdlog::info("{}: write failed: {}", peer_, e.what());
       failed = true;
@@ -127,6 +138,12 @@ asio::awaitable<void> Connection::writer() {
     }
     context_.metrics.frames_written(frames, bytes);
     batch.clear();
+  }
+  if (outbox_->overflowed()) {
+    // A subscription's events came faster than the peer took them.
+    spdlog::warn("{}: more than {} bytes of subscribed events queued, closing", peer_,
+                 context_.config.subscriber_max_bytes);
+    transport_->force_close();
   }
   writer_done_ = true;
   progress_->notify();
@@ -183,8 +200,8 @@ asio::awaitable<void> Connection::handle(rpc::Request request) {
   std::string reply;
   int code = 0;
   try {
-    json::value result = co_await call(spec, request);
-    reply = rpc::encode_result(request.id, result);
+    const std::string result = co_await call(spec, request);
+    reply = rpc::encode_result(request.id, std::string_view(result));
   } catch (const RpcError& e) {
     code = static_cast<int>(e.code());
     reply = rpc::encode_error({request.id, e.code(), e.what(), e.data()});
@@ -218,7 +235,7 @@ void Connection::authenticate(const MethodSpec* spec, const rpc::Request& reques
   authenticated_ = true;
 }
 
-asio::awaitable<json::value> Connection::call(const MethodSpec* spec, const rpc::Request& request) {
+asio::awaitable<std::string> Connection::call(const MethodSpec* spec, const rpc::Request& request) {
   if (!authenticated_) authenticate(spec, request);
   if (spec != nullptr && spec->answers_last) {
     shutting_down_ = true;
@@ -234,7 +251,7 @@ asio::awaitable<json::value> Connection::call(const MethodSpec* spec, const rpc:
       throw RpcError(ErrorCode::not_initialized, "not initialized");
     }
   }
-  json::value result = co_await spec->invoke(client_, request.params);
+  std::string result = co_await spec->invoke(client_, request.params);
   if (spec->method == protocol::Method::initialize) {
     // The handshake is done: from now on only the idle timeout applies.
     quiet_deadline_.cancel();

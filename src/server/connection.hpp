@@ -48,7 +48,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::awaitable<void> writer();
   boost::asio::awaitable<void> handle(rpc::Request request);
   /// Applies the gates of `spec` (nullptr: unknown method), then runs it.
-  boost::asio::awaitable<boost::json::value> call(const MethodSpec* spec, const rpc::Request& request);
+  boost::asio::awaitable<std::string> call(const MethodSpec* spec, const rpc::Request& request);
   /// Throws -32004 unless `request` is an initialize with the right token.
   void authenticate(const MethodSpec* spec, const rpc::Request& request);
   boost::asio::awaitable<void> push(std::string frame);

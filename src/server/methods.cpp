@@ -8,10 +8,14 @@
 #include "harnessd/rpc/error_code.hpp"
 #include "util/version.hpp"
 #include "server/client_state.hpp"
+#include "server/metrics.hpp"
 #include "server/outbox_sink.hpp"
+#include "server/subscription.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <filesystem>
 #include <type_traits>
@@ -45,6 +49,7 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
   client.provider = provider;
   client.model = p.model.value_or(provider->default_model());
   client.max_tokens = p.max_tokens;
+  client.on_disconnect = p.on_disconnect;
   client.initialized = true;
 
   protocol::InitializeResult result{.server_name = util::server_name,
@@ -77,6 +82,7 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   input.cwd = client.cwd;
   input.owner = &client;
   input.admit = true;
+  input.run_detached = client.on_disconnect == protocol::OnDisconnect::continue_running;
 
   OutboxSink sink(client.outbox, context.metrics);
   ++client.prompting[session];
@@ -110,23 +116,159 @@ protocol::CancelResult cancel(ClientState& client, protocol::CancelParams p) {
 
 protocol::ShutdownResult shutdown(ClientState&, protocol::ShutdownParams) { return {}; }
 
+// A page of session/events holds about this much, so one answer stays a
+// bounded frame whatever the events' sizes.
+constexpr std::size_t page_max_bytes = 4 * 1024 * 1024;
+
+[[noreturn]] void unknown_session(const std::string& id) {
+  throw RpcError(ErrorCode::invalid_params, "unknown session: " + id, json::object{{"sessionId", id}});
+}
+
+asio::awaitable<protocol::ListResult> list(ClientState& client, protocol::ListParams p) {
+  harness::SessionRegistry& sessions = client.context.sessions;
+  store::ListPage page;
+  try {
+    page = co_await sessions.store().list(std::move(p.cursor), static_cast<std::size_t>(p.limit));
+  } catch (const std::invalid_argument&) {
+    throw RpcError(ErrorCode::invalid_params, "params.cursor is not a cursor of session/list");
+  }
+  protocol::ListResult result;
+  result.next_cursor = std::move(page.next_cursor);
+  for (store::SessionInfo& info : page.sessions) {
+    const std::shared_ptr<harness::Session> loaded = sessions.find(info.id);
+    result.sessions.push_back(protocol::SessionSummary{.session_id = std::move(info.id),
+                                                       .created_at = info.created_at_ms,
+                                                       .updated_at = info.updated_at_ms,
+                                                       .last_seq = info.last_seq,
+                                                       .turns = info.turns,
+                                                       .running = loaded && loaded->reserved(),
+                                                       .parent_session_id = std::move(info.parent)});
+  }
+  co_return result;
+}
+
+asio::awaitable<protocol::EventsResult> events(ClientState& client, protocol::EventsParams p) {
+  std::optional<store::EventPage> page = co_await client.context.sessions.store().read_events(
+      p.session_id, p.after_seq, static_cast<std::size_t>(p.limit), page_max_bytes);
+  if (!page) unknown_session(p.session_id);
+  co_return protocol::EventsResult{.events = std::move(page->events), .last_seq = page->last_seq, .more = page->more};
+}
+
+/// On the session's strand: loads it if it has a log, and subscribes.
+/// Returns the seq the subscription starts after; null for no log.
+asio::awaitable<std::optional<std::int64_t>> attach(std::shared_ptr<harness::Session> session,
+                                                    std::shared_ptr<Subscription> subscription) {
+  std::optional<std::string> no_cwd;  // a named local: no temporary crosses the co_await (GCC 12)
+  const bool loaded = co_await session->ensure_loaded(std::move(no_cwd), store::OpenMode::existing);
+  std::optional<std::int64_t> last_seq;
+  if (loaded) last_seq = session->subscribe(std::move(subscription));
+  co_return last_seq;
+}
+
+asio::awaitable<void> detach(std::shared_ptr<harness::Session> session, std::shared_ptr<Subscription> subscription) {
+  session->unsubscribe(*subscription);
+  co_return;
+}
+
+/// Queues the logged events after `after_seq` up to `last_seq` as
+/// session.event notifications, a page (one block) at a time.
+asio::awaitable<void> replay(ClientState& client, const std::string& session_id, std::int64_t after_seq,
+                             std::int64_t last_seq) {
+  const rpc::EventEnvelope envelope = rpc::session_event_envelope(session_id);
+  while (after_seq < last_seq) {
+    const auto limit = static_cast<std::size_t>(std::min(last_seq - after_seq, protocol::max_page_limit));
+    std::optional<store::EventPage> page =
+        co_await client.context.sessions.store().read_events(session_id, after_seq, limit, page_max_bytes);
+    if (!page || page->events.empty()) break;  // the store keeps no events (memory)
+    std::string block;
+    for (const std::string& event : page->events) {
+      block += envelope.before;
+      block += event;
+      block += envelope.after;
+      block += '\n';
+    }
+    const std::size_t count = page->events.size();
+    after_seq += static_cast<std::int64_t>(count);
+    if (co_await client.outbox->push(std::move(block), count)) client.context.metrics.notifications_queued(count);
+  }
+}
+
+asio::awaitable<protocol::SubscribeResult> subscribe(ClientState& client, protocol::SubscribeParams p) {
+  ServerContext& context = client.context;
+  if (client.subscriptions.contains(p.session_id)) {
+    throw RpcError(ErrorCode::invalid_params, "already subscribed: " + p.session_id,
+                   json::object{{"sessionId", p.session_id}});
+  }
+  if (client.subscriptions.size() >= context.config.max_subscriptions) {
+    throw RpcError(ErrorCode::invalid_params,
+                   "too many subscriptions (" + std::to_string(context.config.max_subscriptions) + ")");
+  }
+  std::shared_ptr<harness::Session> session = context.sessions.get_or_create(p.session_id);
+  auto subscription =
+      std::make_shared<Subscription>(&client, client.outbox, context.config.subscriber_max_bytes, context.metrics);
+  // Taken before the first wait, so a second subscribe of this connection
+  // to this session is refused even while the first one loads.
+  client.subscriptions.emplace(p.session_id, ClientState::Subscribed{session, subscription});
+  context.metrics.subscription_opened();
+  std::optional<std::int64_t> last_seq;
+  try {
+    last_seq = co_await asio::co_spawn(session->strand(), attach(session, subscription), asio::use_awaitable);
+    if (!last_seq) unknown_session(p.session_id);
+    // The connection may have ended its subscriptions while this one attached.
+    if (!client.subscribed(p.session_id, *subscription)) throw RpcError(ErrorCode::shutting_down, "shutting down");
+    if (p.after_seq) co_await replay(client, p.session_id, *p.after_seq, *last_seq);
+  } catch (...) {
+    if (client.subscribed(p.session_id, *subscription)) {
+      client.subscriptions.erase(p.session_id);
+      context.metrics.subscription_closed();
+    }
+    asio::co_spawn(session->strand(), detach(session, subscription), asio::detached);
+    throw;
+  }
+  co_await subscription->go_live();
+  co_return protocol::SubscribeResult{.last_seq = *last_seq};
+}
+
+asio::awaitable<protocol::UnsubscribeResult> unsubscribe(ClientState& client, protocol::UnsubscribeParams p) {
+  auto it = client.subscriptions.find(p.session_id);
+  if (it == client.subscriptions.end()) co_return protocol::UnsubscribeResult{.unsubscribed = false};
+  ClientState::Subscribed subscribed = std::move(it->second);
+  client.subscriptions.erase(it);
+  client.context.metrics.subscription_closed();
+  // Once this returns no block reaches the subscription, so nothing of the
+  // session follows the answer.
+  co_await asio::co_spawn(subscribed.session->strand(), detach(subscribed.session, subscribed.subscription),
+                          asio::use_awaitable);
+  co_return protocol::UnsubscribeResult{.unsubscribed = true};
+}
+
 template <class T>
 struct is_awaitable : std::false_type {};
 template <class T>
 struct is_awaitable<asio::awaitable<T>> : std::true_type {};
 
+/// A result's wire form, serialized.
+template <class Result>
+std::string result_text(const Result& result) {
+  if constexpr (requires { protocol::to_json_text(result); }) {
+    return protocol::to_json_text(result);
+  } else {
+    return json::serialize(json::value_from(result));
+  }
+}
+
 /// The table's one adapter: params from JSON (invalid → -32602), the typed
 /// handler, the result to JSON.
 template <class Params, auto Handler>
-asio::awaitable<json::value> invoke(ClientState& client, const json::value& raw) {
+asio::awaitable<std::string> invoke(ClientState& client, const json::value& raw) {
   Params params = json::value_to<Params>(raw);
   using Returned = decltype(Handler(client, std::move(params)));
-  json::value out;
+  std::string out;
   if constexpr (is_awaitable<Returned>::value) {
     auto result = co_await Handler(client, std::move(params));
-    out = json::value_from(result);
+    out = result_text(result);
   } else {
-    out = json::value_from(Handler(client, std::move(params)));
+    out = result_text(Handler(client, std::move(params)));
   }
   co_return out;
 }
@@ -143,6 +285,18 @@ constexpr MethodSpec table[] = {
      .requires_initialize = true,
      .invoke = &invoke<protocol::CancelParams, &cancel>},
     {.method = Method::shutdown, .answers_last = true, .invoke = &invoke<protocol::ShutdownParams, &shutdown>},
+    {.method = Method::session_list,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::ListParams, &list>},
+    {.method = Method::session_events,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::EventsParams, &events>},
+    {.method = Method::session_subscribe,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::SubscribeParams, &subscribe>},
+    {.method = Method::session_unsubscribe,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::UnsubscribeParams, &unsubscribe>},
 };
 
 constexpr bool table_in_method_order() {

@@ -10,6 +10,7 @@
 #include <boost/json/value.hpp>
 
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace harnessd::server {
@@ -25,9 +26,9 @@ struct MethodSpec {
   /// Answered only after every other request of the connection, accepted
   /// while shutting down, and the connection's last answer (shutdown).
   bool answers_last = false;
-  /// Reads the params, runs the handler, writes the result. Throws
-  /// rpc::RpcError for a protocol error.
-  boost::asio::awaitable<boost::json::value> (*invoke)(ClientState& client, const boost::json::value& params);
+  /// Reads the params, runs the handler, returns the result serialized.
+  /// Throws rpc::RpcError for a protocol error.
+  boost::asio::awaitable<std::string> (*invoke)(ClientState& client, const boost::json::value& params);
 
   std::string_view name() const { return protocol::name_of(method); }
 };

@@ -112,6 +112,12 @@ std::string Metrics::render_prometheus(harness::SessionRegistry& registry) const
   add(fmt::format("harnessd_turns_active {}\n", turns.active.load(relaxed)));
   add("# HELP harnessd_turns_total Turns started.\n# TYPE harnessd_turns_total counter\n");
   add(fmt::format("harnessd_turns_total {}\n", turns.total.load(relaxed)));
+  add("# HELP harnessd_subscriptions session/subscribe subscriptions open now.\n"
+      "# TYPE harnessd_subscriptions gauge\n");
+  add(fmt::format("harnessd_subscriptions {}\n", subscriptions_.load(std::memory_order_relaxed)));
+  add("# HELP harnessd_subscribers_cut_total Connections closed because their subscribed events "
+      "exceeded --subscriber-max-bytes.\n# TYPE harnessd_subscribers_cut_total counter\n");
+  add(fmt::format("harnessd_subscribers_cut_total {}\n", subscribers_cut_.load(std::memory_order_relaxed)));
   add("# HELP harnessd_overlap_rejections_total Prompts refused because the session was busy.\n"
       "# TYPE harnessd_overlap_rejections_total counter\n");
   add(fmt::format("harnessd_overlap_rejections_total {}\n", turns.overlap_rejections.load(relaxed)));

@@ -37,6 +37,9 @@ class Metrics {
   void frames_written(std::size_t frames, std::size_t bytes);
   void notifications_queued(std::size_t n) { notifications_.fetch_add(n, std::memory_order_relaxed); }
   void bytes_read(std::size_t bytes) { bytes_in_.fetch_add(bytes, std::memory_order_relaxed); }
+  void subscription_opened() { subscriptions_.fetch_add(1, std::memory_order_relaxed); }
+  void subscription_closed() { subscriptions_.fetch_sub(1, std::memory_order_relaxed); }
+  void subscriber_cut() { subscribers_cut_.fetch_add(1, std::memory_order_relaxed); }
 
   std::int64_t open_connections() const;
   double uptime_seconds() const;
@@ -56,6 +59,8 @@ class Metrics {
   std::atomic<std::uint64_t> writes_{0};
   std::atomic<std::uint64_t> bytes_in_{0};
   std::atomic<std::uint64_t> bytes_out_{0};
+  std::atomic<std::int64_t> subscriptions_{0};
+  std::atomic<std::uint64_t> subscribers_cut_{0};
 };
 
 }  // namespace harnessd::server

@@ -33,20 +33,50 @@ asio::awaitable<bool> Outbox::wait_for_space(std::unique_lock<std::mutex>& lock)
   }
 }
 
-asio::awaitable<bool> Outbox::push(std::string frame, std::size_t frames) {
+asio::awaitable<bool> Outbox::push(Block block, std::size_t frames) {
   std::unique_lock lock(mutex_, std::defer_lock);
   if (!co_await wait_for_space(lock)) co_return false;
-  bytes_ += frame.size();
+  queue_locked(std::move(block), frames);
+  co_return true;
+}
+
+asio::awaitable<bool> Outbox::push(std::string frame, std::size_t frames) {
+  Block block = std::make_shared<const std::string>(std::move(frame));
+  const bool queued = co_await push(std::move(block), frames);
+  co_return queued;
+}
+
+Outbox::Offer Outbox::offer(Block block, std::size_t frames, std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  if (closed_) return Offer::refused;
+  if (bytes_ >= limit && !frames_.empty()) {
+    overflowed_ = true;
+    abort_locked();
+    return Offer::overflowed;
+  }
+  queue_locked(std::move(block), frames);
+  return Offer::queued;
+}
+
+Outbox::Offer Outbox::overflow() {
+  std::lock_guard lock(mutex_);
+  if (closed_) return Offer::refused;
+  overflowed_ = true;
+  abort_locked();
+  return Offer::overflowed;
+}
+
+void Outbox::queue_locked(Block block, std::size_t frames) {
+  bytes_ += block->size();
   frame_count_ += frames;
-  frames_.push_back(std::move(frame));
+  frames_.push_back(std::move(block));
   if (writer_waiting_) {
     writer_waiting_ = false;
     writer_wakeup_->notify();
   }
-  co_return true;
 }
 
-asio::awaitable<bool> Outbox::take(std::vector<std::string>& batch) {
+asio::awaitable<bool> Outbox::take(std::vector<Block>& batch) {
   for (;;) {
     {
       std::lock_guard lock(mutex_);
@@ -54,7 +84,7 @@ asio::awaitable<bool> Outbox::take(std::vector<std::string>& batch) {
         if (batch.empty()) {
           batch.swap(frames_);  // hands over the whole queue without copying
         } else {
-          for (std::string& frame : frames_) batch.push_back(std::move(frame));
+          for (Block& block : frames_) batch.push_back(std::move(block));
           frames_.clear();
         }
         bytes_ = 0;
@@ -85,11 +115,20 @@ void Outbox::close() {
 
 void Outbox::abort() {
   std::lock_guard lock(mutex_);
+  abort_locked();
+}
+
+void Outbox::abort_locked() {
   closed_ = true;
   frames_.clear();
   bytes_ = 0;
   frame_count_ = 0;
   wake_all_locked();
+}
+
+bool Outbox::overflowed() const {
+  std::lock_guard lock(mutex_);
+  return overflowed_;
 }
 
 std::size_t Outbox::queued_bytes() const {

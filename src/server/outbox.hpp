@@ -2,7 +2,9 @@
 // any strand push into it; one writer coroutine drains it in batches, so
 // frames leave in push order and many frames share one write. An entry is a
 // block of one or more frames, each ending in '\n' (a turn's batch of events
-// is one block: one allocation, written as it is).
+// is one block: one allocation, written as it is). Blocks are immutable and
+// shared: a session's events reach every subscribed connection without a
+// copy.
 #pragma once
 
 #include "util/wakeup.hpp"
@@ -19,19 +21,35 @@
 
 namespace harnessd::server {
 
+/// Frames ready to write, shared by every outbox that queues them.
+using Block = std::shared_ptr<const std::string>;
+
 /// Thread-safe except where noted.
 class Outbox {
  public:
   Outbox(boost::asio::any_io_executor writer_executor, std::size_t max_bytes);
 
-  /// Queues a frame, waiting while more than max_bytes are queued (the
-  /// pusher's backpressure). Returns false, dropping the frame, once the
-  /// outbox is closed or aborted.
+  /// Queues a block of `frames` frames, waiting while more than max_bytes
+  /// are queued (the pusher's backpressure). Returns false, dropping the
+  /// block, once the outbox is closed or aborted.
+  boost::asio::awaitable<bool> push(Block block, std::size_t frames = 1);
   boost::asio::awaitable<bool> push(std::string frame, std::size_t frames = 1);
+
+  enum class Offer {
+    queued,
+    refused,     ///< the outbox was already closed
+    overflowed,  ///< this offer found the peer too far behind: the outbox is aborted
+  };
+  /// Queues a block without waiting, for pushers that must never be slowed
+  /// (subscriptions). With `limit` bytes or more already queued, the outbox
+  /// is aborted instead and overflowed() turns true: the peer cannot keep up.
+  Offer offer(Block block, std::size_t frames, std::size_t limit);
+  /// Aborts the outbox as overflowed (a pusher's own bound was exceeded).
+  Offer overflow();
 
   /// Writer executor only. Waits for frames and moves all queued ones into
   /// `batch`. Returns false when the outbox is closed and drained.
-  boost::asio::awaitable<bool> take(std::vector<std::string>& batch);
+  boost::asio::awaitable<bool> take(std::vector<Block>& batch);
 
   /// Writer executor only: frames in the blocks handed out by take() so far
   /// (for metrics; a block's frames are counted by whoever pushed it).
@@ -43,20 +61,25 @@ class Outbox {
   void abort();
 
   std::size_t queued_bytes() const;
+  /// True once offer() aborted the outbox.
+  bool overflowed() const;
 
  private:
   void wake_all_locked();
+  void queue_locked(Block block, std::size_t frames);
+  void abort_locked();
   /// Waits until a push may proceed; false once closed. Returns with the
   /// lock held in `lock` when true.
   boost::asio::awaitable<bool> wait_for_space(std::unique_lock<std::mutex>& lock);
 
   mutable std::mutex mutex_;
-  std::vector<std::string> frames_;  // a vector: an idle outbox allocates nothing
+  std::vector<Block> frames_;  // a vector: an idle outbox allocates nothing
   std::size_t bytes_ = 0;
   std::size_t frame_count_ = 0;     ///< frames in frames_ (a block may hold several)
   std::uint64_t frames_taken_ = 0;  ///< writer-side
   const std::size_t max_bytes_;
   bool closed_ = false;
+  bool overflowed_ = false;
   bool writer_waiting_ = false;
   std::shared_ptr<util::Wakeup> writer_wakeup_;
   std::vector<std::shared_ptr<util::Wakeup>> space_waiters_;

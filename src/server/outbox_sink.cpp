@@ -15,7 +15,7 @@ harness::EventSink::Envelope OutboxSink::envelope(std::string_view session_id) {
   return Envelope{std::move(envelope.before), std::move(envelope.after)};
 }
 
-asio::awaitable<bool> OutboxSink::on_events(std::string block, std::size_t count) {
+asio::awaitable<bool> OutboxSink::on_events(std::shared_ptr<const std::string> block, std::size_t count) {
   const bool queued = co_await outbox_->push(std::move(block), count);
   if (queued) metrics_.notifications_queued(count);
   co_return queued;

@@ -16,7 +16,7 @@ class OutboxSink final : public harness::EventSink {
   OutboxSink(std::shared_ptr<Outbox> outbox, Metrics& metrics);
 
   Envelope envelope(std::string_view session_id) override;
-  boost::asio::awaitable<bool> on_events(std::string block, std::size_t count) override;
+  boost::asio::awaitable<bool> on_events(std::shared_ptr<const std::string> block, std::size_t count) override;
   boost::asio::awaitable<void> on_subagent_started(protocol::SubagentStarted note) override;
   boost::asio::awaitable<void> on_subagent_finished(protocol::SubagentFinished note) override;
 

@@ -22,6 +22,11 @@ struct ServerConfig {
   std::size_t max_frame_bytes = 8 * 1024 * 1024;
   std::size_t outbox_max_bytes = 4 * 1024 * 1024;
   std::size_t max_inflight_requests = 1024;
+  /// A connection with more bytes of subscribed events queued is cut off:
+  /// subscriptions never wait for their peer (blocks are shared, so this
+  /// costs little memory per subscriber).
+  std::size_t subscriber_max_bytes = 64 * 1024 * 1024;
+  std::size_t max_subscriptions = 1024;  ///< per connection
   std::chrono::milliseconds write_timeout{30'000};
   /// A network connection that has not initialized (and authenticated) by
   /// then is closed.

@@ -3,6 +3,8 @@
 // Disk work never runs on an I/O thread: opening and syncing are awaitable.
 #pragma once
 
+#include "store/catalog.hpp"
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
@@ -51,7 +53,8 @@ class SessionLog {
 
   /// Hands serialized events (no trailing newlines) to the OS, in order, in
   /// as few writes as possible. On return a crash of the daemon loses none.
-  virtual void append(std::span<const std::string_view> events) = 0;
+  /// `at` is where the log stands after them (for session/list).
+  virtual void append(std::span<const std::string_view> events, const LogPosition& at) = 0;
 
   /// A turn ended: completes once the log's events are as durable as the
   /// store's SyncMode promises (with `turn`: on disk). Strand-safe: runs the
@@ -59,13 +62,39 @@ class SessionLog {
   virtual boost::asio::awaitable<void> end_turn() = 0;
 };
 
+/// A page of one session's log (session/events): its lines as stored.
+struct EventPage {
+  std::vector<std::string> events;
+  std::int64_t last_seq = -1;  ///< the log's last seq when read
+  bool more = false;           ///< events follow the page's last one
+};
+
+enum class OpenMode {
+  create,    ///< a new session gets a log
+  existing,  ///< only a session that has one
+};
+
 class EventStore {
  public:
   virtual ~EventStore() = default;
 
-  /// Opens the log of `header.id`, creating it with `header` when new. The
-  /// file work runs off the caller's thread. Thread-safe for distinct ids.
-  virtual boost::asio::awaitable<std::unique_ptr<SessionLog>> open(SessionHeader header) = 0;
+  /// Opens the log of `header.id`, creating it with `header` when new, or
+  /// returning null for a new one with OpenMode::existing. The file work
+  /// runs off the caller's thread. Thread-safe for distinct ids.
+  virtual boost::asio::awaitable<std::unique_ptr<SessionLog>> open(SessionHeader header,
+                                                                   OpenMode mode = OpenMode::create) = 0;
+
+  /// A page of the store's sessions, newest update first. Throws
+  /// std::invalid_argument for a bad cursor. Thread-safe.
+  virtual boost::asio::awaitable<ListPage> list(std::optional<std::string> cursor, std::size_t limit) = 0;
+
+  /// Events with seq > after_seq, oldest first: at most `limit`, and no
+  /// more than `max_bytes` once the page has one. Null for a session with
+  /// no log. Never waits for the session's strand: what was handed to the
+  /// OS is readable. Thread-safe.
+  virtual boost::asio::awaitable<std::optional<EventPage>> read_events(std::string id, std::int64_t after_seq,
+                                                                       std::size_t limit,
+                                                                       std::size_t max_bytes) = 0;
 
   /// "jsonl" or "memory", for logs and /healthz.
   virtual std::string_view kind() const = 0;

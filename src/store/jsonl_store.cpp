@@ -6,10 +6,13 @@
 
 #include "detail/group_commit.hpp"
 #include "detail/log_file.hpp"
+#include "detail/log_reader.hpp"
 #include "store/errc.hpp"
 #include "util/json_limits.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/parse.hpp>
@@ -20,6 +23,8 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -65,14 +70,14 @@ iovec as_iovec(std::string_view bytes) { return {const_cast<char*>(bytes.data())
 class JsonlLog final : public SessionLog {
  public:
   JsonlLog(std::shared_ptr<detail::LogFile> file, json::object header, std::vector<json::object> events,
-           detail::GroupCommit& commit, SyncMode mode)
+           detail::GroupCommit& commit, SyncMode mode, Catalog& catalog, Catalog::Handle entry)
       : file_(std::move(file)), header_(std::move(header)), loaded_(std::move(events)),
-        commit_(commit), mode_(mode) {}
+        commit_(commit), mode_(mode), catalog_(catalog), entry_(entry) {}
 
   const json::object& header() const override { return header_; }
   std::vector<json::object> take_loaded_events() override { return std::move(loaded_); }
 
-  void append(std::span<const std::string_view> events) override {
+  void append(std::span<const std::string_view> events, const LogPosition& at) override {
     iov_.clear();
     for (std::string_view event : events) {
       iov_.push_back(as_iovec(event));
@@ -81,6 +86,7 @@ class JsonlLog final : public SessionLog {
     write_all(file_->fd, iov_, file_->path);
     if (iov_.capacity() > 4096) std::vector<iovec>().swap(iov_);
     if (mode_ == SyncMode::batch) commit_.mark_dirty();
+    catalog_.advance(entry_, at);
   }
 
   boost::asio::awaitable<void> end_turn() override {
@@ -93,6 +99,8 @@ class JsonlLog final : public SessionLog {
   std::vector<json::object> loaded_;
   detail::GroupCommit& commit_;
   const SyncMode mode_;
+  Catalog& catalog_;
+  Catalog::Handle entry_;
   std::vector<iovec> iov_;
 };
 
@@ -108,6 +116,35 @@ std::string read_file(int fd, const std::string& path) {
     if (n == 0) return content;
     content.append(buf, static_cast<std::size_t>(n));
   }
+}
+
+std::int64_t int_field(const json::object& obj, std::string_view key, std::int64_t fallback) {
+  const json::value* v = obj.if_contains(key);
+  return v != nullptr && v->is_int64() ? v->get_int64() : fallback;
+}
+
+/// What session/list shows of a log just read whole.
+SessionInfo summarize(const json::object& header, const std::vector<json::object>& events) {
+  SessionInfo info;
+  info.id = std::string(header.at("id").get_string());
+  info.created_at_ms = int_field(header, "createdAt", 0);
+  info.updated_at_ms = info.created_at_ms;
+  if (const json::value* parent = header.if_contains("parentSession"); parent && parent->is_string()) {
+    info.parent = std::string(parent->get_string());
+  }
+  if (!events.empty()) {
+    info.last_seq = int_field(events.back(), "seq", -1);
+    info.updated_at_ms = int_field(events.back(), "time", info.created_at_ms);
+  }
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    const json::value* data = it->if_contains("data");
+    const json::value* turn = data && data->is_object() ? data->get_object().if_contains("turn") : nullptr;
+    if (turn != nullptr && turn->is_int64()) {
+      info.turns = turn->get_int64() + 1;
+      break;
+    }
+  }
+  return info;
 }
 
 std::optional<json::object> parse_object(std::string_view line) {
@@ -179,24 +216,74 @@ JsonlStore::~JsonlStore() {
 }
 
 namespace {
-// A plain function, not a lambda: GCC 12 mishandles lambda coroutine captures.
-boost::asio::awaitable<std::unique_ptr<SessionLog>> open_on_disk_pool(JsonlStore* store,
-                                                                      SessionHeader header) {
-  co_return store->open_now(header);
+// Plain functions, not lambdas: GCC 12 mishandles lambda coroutine captures.
+boost::asio::awaitable<std::unique_ptr<SessionLog>> open_on_disk_pool(JsonlStore* store, SessionHeader header,
+                                                                      OpenMode mode) {
+  co_return store->open_now(header, mode);
+}
+
+boost::asio::awaitable<std::optional<EventPage>> read_on_disk_pool(std::string path, std::int64_t after_seq,
+                                                                   std::size_t limit, std::size_t max_bytes) {
+  co_return detail::read_log_page(path, after_seq, limit, max_bytes);
+}
+
+boost::asio::awaitable<void> scan_on_disk_pool(JsonlStore* store) {
+  store->scan_now();
+  co_return;
 }
 }  // namespace
 
-boost::asio::awaitable<std::unique_ptr<SessionLog>> JsonlStore::open(SessionHeader header) {
+boost::asio::awaitable<std::unique_ptr<SessionLog>> JsonlStore::open(SessionHeader header, OpenMode mode) {
   auto log = co_await boost::asio::co_spawn(disk_->get_executor(),
-                                            open_on_disk_pool(this, std::move(header)),
+                                            open_on_disk_pool(this, std::move(header), mode),
                                             boost::asio::use_awaitable);
   co_return log;
 }
 
-std::unique_ptr<SessionLog> JsonlStore::open_now(const SessionHeader& header) {
+boost::asio::awaitable<std::optional<EventPage>> JsonlStore::read_events(std::string id, std::int64_t after_seq,
+                                                                         std::size_t limit, std::size_t max_bytes) {
+  std::string path = (root_ / session_file_name(id)).string();
+  auto page = co_await boost::asio::co_spawn(disk_->get_executor(),
+                                             read_on_disk_pool(std::move(path), after_seq, limit, max_bytes),
+                                             boost::asio::use_awaitable);
+  co_return page;
+}
+
+boost::asio::awaitable<ListPage> JsonlStore::list(std::optional<std::string> cursor, std::size_t limit) {
+  // The first list reads every log's header and tail, once; the catalog is
+  // kept current by opens and appends from then on.
+  if (!scan_started_.exchange(true)) {
+    co_await boost::asio::co_spawn(disk_->get_executor(), scan_on_disk_pool(this), boost::asio::use_awaitable);
+  }
+  boost::asio::steady_timer wait(co_await boost::asio::this_coro::executor);
+  while (!scanned_.load(std::memory_order_acquire)) {
+    wait.expires_after(std::chrono::milliseconds(5));
+    co_await wait.async_wait(boost::asio::use_awaitable);
+  }
+  co_return catalog_.page(cursor, limit);
+}
+
+void JsonlStore::scan_now() {
+  std::size_t found = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root_, ec)) {
+    const fs::path& path = entry.path();
+    if (path.extension() != ".jsonl" || !entry.is_regular_file(ec)) continue;
+    if (std::optional<SessionInfo> info = detail::summarize_log(path.string())) {
+      catalog_.found(std::move(*info));
+      ++found;
+    }
+  }
+  if (ec) spdlog::warn("session list: reading {}: {}", root_.string(), ec.message());
+  spdlog::info("session list: {} logs read from {}", found, root_.string());
+  scanned_.store(true, std::memory_order_release);
+}
+
+std::unique_ptr<SessionLog> JsonlStore::open_now(const SessionHeader& header, OpenMode mode) {
   const std::string path = (root_ / session_file_name(header.id)).string();
   bool created = false;
   int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && mode == OpenMode::existing) return nullptr;
   if (fd < 0 && errno == ENOENT) {
     fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     created = fd >= 0;
@@ -243,8 +330,9 @@ std::unique_ptr<SessionLog> JsonlStore::open_now(const SessionHeader& header) {
       std::vector<iovec> parts{as_iovec(line), as_iovec("\n")};
       write_all(fd, parts, path);
     }
+    Catalog::Handle entry = catalog_.opened(summarize(*stored_header, events));
     return std::make_unique<JsonlLog>(std::move(file), std::move(*stored_header), std::move(events),
-                                      *commit_, options_.sync);
+                                      *commit_, options_.sync, catalog_, entry);
   }
 }
 

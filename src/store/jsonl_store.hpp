@@ -31,14 +31,19 @@ class JsonlStore final : public EventStore {
   explicit JsonlStore(std::filesystem::path root, JsonlOptions options = {});
   ~JsonlStore() override;
 
-  boost::asio::awaitable<std::unique_ptr<SessionLog>> open(SessionHeader header) override;
+  boost::asio::awaitable<std::unique_ptr<SessionLog>> open(SessionHeader header, OpenMode mode = OpenMode::create) override;
+  boost::asio::awaitable<ListPage> list(std::optional<std::string> cursor, std::size_t limit) override;
+  boost::asio::awaitable<std::optional<EventPage>> read_events(std::string id, std::int64_t after_seq,
+                                                               std::size_t limit, std::size_t max_bytes) override;
   std::string_view kind() const override { return "jsonl"; }
   std::size_t open_logs() const override { return open_logs_.load(std::memory_order_relaxed); }
   void stop() override;
 
   /// open() on the calling thread (blocking file I/O): for the disk pool
   /// and for tests.
-  std::unique_ptr<SessionLog> open_now(const SessionHeader& header);
+  std::unique_ptr<SessionLog> open_now(const SessionHeader& header, OpenMode mode = OpenMode::create);
+  /// Reads every log's header and tail into the catalog (blocking file I/O).
+  void scan_now();
 
   const std::filesystem::path& root() const noexcept { return root_; }
 
@@ -47,6 +52,9 @@ class JsonlStore final : public EventStore {
   JsonlOptions options_;
   int root_fd_ = -1;
   std::atomic<std::size_t> open_logs_{0};
+  Catalog catalog_;
+  std::atomic<bool> scan_started_{false};
+  std::atomic<bool> scanned_{false};
   std::unique_ptr<detail::GroupCommit> commit_;
   std::unique_ptr<boost::asio::thread_pool> disk_;  ///< opens and reads logs
 };

@@ -161,9 +161,9 @@ asio::awaitable<std::size_t> NdjsonStream::fill() {
   co_return n;
 }
 
-asio::awaitable<void> NdjsonStream::write_blocks(std::span<const std::string> blocks) {
+asio::awaitable<void> NdjsonStream::write_blocks(std::span<const std::string_view> blocks) {
   pieces_.clear();
-  for (const std::string& block : blocks) pieces_.emplace_back(block.data(), block.size());
+  for (const std::string_view block : blocks) pieces_.emplace_back(block.data(), block.size());
   co_await write_pieces();
 }
 

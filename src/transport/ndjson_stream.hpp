@@ -72,7 +72,7 @@ class NdjsonStream {
   /// Writes every block in order with gather writes, without copying.
   /// Each block is one or more lines, each ending in '\n'. Throws
   /// system_error when the peer is gone.
-  boost::asio::awaitable<void> write_blocks(std::span<const std::string> blocks);
+  boost::asio::awaitable<void> write_blocks(std::span<const std::string_view> blocks);
   /// Writes every frame in order, each followed by '\n'.
   boost::asio::awaitable<void> write_lines(std::span<const std::string> frames);
 

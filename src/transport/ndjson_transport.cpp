@@ -25,7 +25,7 @@ NdjsonTransport::NdjsonTransport(std::unique_ptr<ByteStream> stream, TransportKi
 
 asio::awaitable<ReadResult> NdjsonTransport::read_frame() { return stream_.read_frame(); }
 
-asio::awaitable<void> NdjsonTransport::write_frames(std::span<const std::string> blocks) {
+asio::awaitable<void> NdjsonTransport::write_frames(std::span<const std::string_view> blocks) {
   // Blocks are already NDJSON (frames ending in '\n').
   return stream_.write_blocks(blocks);
 }

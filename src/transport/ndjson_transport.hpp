@@ -20,7 +20,7 @@ class NdjsonTransport final : public FrameTransport {
   NdjsonTransport(std::unique_ptr<ByteStream> stream, TransportKind kind, std::size_t max_frame_bytes);
 
   boost::asio::awaitable<ReadResult> read_frame() override;
-  boost::asio::awaitable<void> write_frames(std::span<const std::string> frames) override;
+  boost::asio::awaitable<void> write_frames(std::span<const std::string_view> blocks) override;
   void stop_reading() override;
   boost::asio::awaitable<void> close() override;
   void force_close() override;

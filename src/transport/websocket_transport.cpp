@@ -133,7 +133,7 @@ void append_text_frame_header(std::string& out, std::size_t size) {
 
 }  // namespace
 
-asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::string> blocks) {
+asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::string_view> blocks) {
   if (!options_.deflate) {
     // Frames are written by hand, payloads from where they are: one gather
     // write for the batch, no copy, no Beast operation per message. Beast's
@@ -142,7 +142,7 @@ asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::stri
     // while it grows: until then a header piece holds its offset.
     frame_headers_.clear();
     pieces_.clear();
-    for (const std::string& block : blocks) {
+    for (const std::string_view block : blocks) {
       std::size_t start = 0;
       while (start < block.size()) {
         const char* newline = static_cast<const char*>(std::memchr(block.data() + start, '\n', block.size() - start));
@@ -168,11 +168,11 @@ asio::awaitable<void> WebSocketTransport::write_frames(std::span<const std::stri
   // With permessage-deflate, Beast compresses each message; the corked layer
   // below sends them together.
   ws_.next_layer().begin_batch();
-  for (const std::string& block : blocks) {
+  for (const std::string_view block : blocks) {
     std::size_t start = 0;
     while (start < block.size()) {
       const std::size_t newline = block.find('\n', start);
-      const std::size_t end = newline == std::string::npos ? block.size() : newline;
+      const std::size_t end = newline == std::string_view::npos ? block.size() : newline;
       co_await ws_.async_write(asio::buffer(block.data() + start, end - start), asio::use_awaitable);
       start = end + 1;
     }

@@ -39,8 +39,8 @@ class MemoryTransport final : public transport::FrameTransport {
     input_.pop_front();
     co_return transport::ReadResult{transport::ReadResult::Kind::frame, current_};
   }
-  asio::awaitable<void> write_frames(std::span<const std::string> blocks) override {
-    for (const std::string& block : blocks) {
+  asio::awaitable<void> write_frames(std::span<const std::string_view> blocks) override {
+    for (const std::string_view block : blocks) {
       std::size_t start = 0;
       while (start < block.size()) {
         const std::size_t end = block.find('\n', start);

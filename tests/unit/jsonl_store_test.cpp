@@ -20,7 +20,7 @@ namespace {
 
 void append_one(SessionLog& log, std::string_view event) {
   const std::string_view events[] = {event};
-  log.append(events);
+  log.append(events, LogPosition{});
 }
 
 struct TempDir {

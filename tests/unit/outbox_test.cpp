@@ -8,6 +8,7 @@
 
 #include <thread>
 
+using harnessd::server::Block;
 using harnessd::server::Outbox;
 namespace asio = boost::asio;
 
@@ -23,7 +24,7 @@ struct CloseResult {
   bool accepted_before = false;
   bool accepted_after = true;
   bool more = true;
-  std::vector<std::string> taken;
+  std::vector<Block> taken;
 };
 
 asio::awaitable<void> push_close_push_take(Outbox& box, CloseResult& r) {
@@ -35,7 +36,7 @@ asio::awaitable<void> push_close_push_take(Outbox& box, CloseResult& r) {
   r.more = co_await box.take(r.taken);
 }
 
-asio::awaitable<void> push_abort_take(Outbox& box, bool& got, std::vector<std::string>& taken) {
+asio::awaitable<void> push_abort_take(Outbox& box, bool& got, std::vector<Block>& taken) {
   std::string x = "x";
   co_await box.push(std::move(x));
   box.abort();
@@ -43,10 +44,10 @@ asio::awaitable<void> push_abort_take(Outbox& box, bool& got, std::vector<std::s
 }
 
 asio::awaitable<void> consume(Outbox& box, std::vector<std::string>& out, std::size_t& batches) {
-  std::vector<std::string> batch;
+  std::vector<Block> batch;
   while (co_await box.take(batch)) {
     ++batches;
-    for (auto& f : batch) out.push_back(std::move(f));
+    for (auto& f : batch) out.push_back(*f);
     batch.clear();
   }
 }
@@ -93,14 +94,34 @@ TEST_CASE("after close, pushes are refused; after abort, queued frames are dropp
   CHECK(r.accepted_before);
   CHECK_FALSE(r.accepted_after);
   CHECK(r.more);
-  CHECK(r.taken == std::vector<std::string>{"a"});
+  REQUIRE(r.taken.size() == 1);
+  CHECK(*r.taken[0] == "a");
 
   asio::io_context io2;
   Outbox aborted(io2.get_executor(), 1024);
   bool got = true;
-  std::vector<std::string> none;
+  std::vector<Block> none;
   asio::co_spawn(io2, push_abort_take(aborted, got, none), asio::detached);
   io2.run();
   CHECK_FALSE(got);
   CHECK(none.empty());
+}
+
+TEST_CASE("offer never waits: it queues below the limit and aborts the outbox at it") {
+  asio::io_context io;
+  Outbox box(io.get_executor(), 16);
+  auto block = std::make_shared<const std::string>(std::string(40, 'x'));
+  // Over max_bytes (a pusher would wait) but under the limit: still queued.
+  CHECK(box.offer(block, 1, 100) == Outbox::Offer::queued);
+  CHECK(box.offer(block, 1, 100) == Outbox::Offer::queued);
+  CHECK(box.offer(block, 1, 100) == Outbox::Offer::queued);
+  CHECK_FALSE(box.overflowed());
+  CHECK(box.queued_bytes() == 120);
+  // 120 bytes queued, limit 100: the peer cannot keep up, the outbox is cut.
+  CHECK(box.offer(block, 1, 100) == Outbox::Offer::overflowed);
+  CHECK(box.overflowed());
+  CHECK(box.queued_bytes() == 0);
+  CHECK(box.offer(block, 1, 1000) == Outbox::Offer::refused);
+  // The shared block is only referenced, never copied.
+  CHECK(block.use_count() == 1);
 }

@@ -34,7 +34,8 @@ struct RecordingSink final : harness::EventSink {
   Envelope envelope(std::string_view id) override {
     return Envelope{R"({"s":)" + json::serialize(json::string(id)) + R"(,"e":)", "}"};
   }
-  asio::awaitable<bool> on_events(std::string block, std::size_t count) override {
+  asio::awaitable<bool> on_events(std::shared_ptr<const std::string> shared, std::size_t count) override {
+    const std::string& block = *shared;
     const std::size_t before = events.size();
     std::size_t start = 0;
     while (start < block.size()) {

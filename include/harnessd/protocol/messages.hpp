@@ -20,6 +20,9 @@
 
 namespace harnessd::protocol {
 
+/// What happens to a connection's running turns when it drops (§4.6).
+enum class OnDisconnect { cancel, continue_running };
+
 struct InitializeParams {
   std::optional<std::string> cwd;
   std::optional<std::string> provider;
@@ -27,6 +30,7 @@ struct InitializeParams {
   std::optional<std::int64_t> max_tokens;
   std::optional<std::int64_t> protocol_version;
   std::optional<std::string> auth_token;
+  OnDisconnect on_disconnect = OnDisconnect::cancel;
 };
 
 struct InitializeResult {
@@ -60,14 +64,81 @@ struct CancelResult {
 struct ShutdownParams {};
 struct ShutdownResult {};
 
+/// Page sizes of session/list and session/events.
+inline constexpr std::int64_t max_page_limit = 1000;
+
+struct ListParams {
+  std::int64_t limit = 100;
+  std::optional<std::string> cursor;  ///< a ListResult::next_cursor
+};
+
+/// One session in session/list.
+struct SessionSummary {
+  std::string session_id;
+  std::int64_t created_at = 0;  ///< epoch ms
+  std::int64_t updated_at = 0;  ///< epoch ms of the last logged event
+  std::int64_t last_seq = -1;   ///< -1: no events yet
+  std::int64_t turns = 0;
+  bool running = false;
+  std::optional<std::string> parent_session_id;
+};
+
+struct ListResult {
+  std::vector<SessionSummary> sessions;
+  std::optional<std::string> next_cursor;
+};
+
+struct EventsParams {
+  std::string session_id;
+  std::int64_t after_seq = -1;
+  std::int64_t limit = 200;
+};
+
+/// A page of the log. The events are kept as the log's bytes and written
+/// as they are: never parsed and re-serialized, so they stay byte for byte
+/// what was notified.
+struct EventsResult {
+  std::vector<std::string> events;
+  std::int64_t last_seq = -1;
+  bool more = false;
+};
+
+struct SubscribeParams {
+  std::string session_id;
+  std::optional<std::int64_t> after_seq;  ///< absent: replay nothing
+};
+
+struct SubscribeResult {
+  std::int64_t last_seq = -1;
+};
+
+struct UnsubscribeParams {
+  std::string session_id;
+};
+
+struct UnsubscribeResult {
+  bool unsubscribed = false;
+};
+
 InitializeParams tag_invoke(boost::json::value_to_tag<InitializeParams>, const boost::json::value& params);
 PromptParams tag_invoke(boost::json::value_to_tag<PromptParams>, const boost::json::value& params);
 CancelParams tag_invoke(boost::json::value_to_tag<CancelParams>, const boost::json::value& params);
 ShutdownParams tag_invoke(boost::json::value_to_tag<ShutdownParams>, const boost::json::value& params);
+ListParams tag_invoke(boost::json::value_to_tag<ListParams>, const boost::json::value& params);
+EventsParams tag_invoke(boost::json::value_to_tag<EventsParams>, const boost::json::value& params);
+SubscribeParams tag_invoke(boost::json::value_to_tag<SubscribeParams>, const boost::json::value& params);
+UnsubscribeParams tag_invoke(boost::json::value_to_tag<UnsubscribeParams>, const boost::json::value& params);
 
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const InitializeResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const PromptResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const CancelResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ShutdownResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ListResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const SubscribeResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const UnsubscribeResult& result);
+
+/// The wire form of the result, serialized: the log's lines are copied in
+/// as they are (EventsResult has no value_from).
+std::string to_json_text(const EventsResult& result);
 
 }  // namespace harnessd::protocol

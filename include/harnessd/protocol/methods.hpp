@@ -9,10 +9,20 @@
 
 namespace harnessd::protocol {
 
-enum class Method : std::size_t { initialize, session_prompt, session_cancel, shutdown };
+enum class Method : std::size_t {
+  initialize,
+  session_prompt,
+  session_cancel,
+  shutdown,
+  session_list,
+  session_events,
+  session_subscribe,
+  session_unsubscribe,
+};
 
-inline constexpr std::array<std::string_view, 4> method_names = {"initialize", "session/prompt",
-                                                                 "session/cancel", "shutdown"};
+inline constexpr std::array<std::string_view, 8> method_names = {
+    "initialize",   "session/prompt", "session/cancel",    "shutdown",
+    "session/list", "session/events", "session/subscribe", "session/unsubscribe"};
 
 constexpr std::string_view name_of(Method method) { return method_names[static_cast<std::size_t>(method)]; }
 

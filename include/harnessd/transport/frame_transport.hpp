@@ -35,7 +35,7 @@ class FrameTransport {
   /// possible. A block holds one or more frames, each ending in '\n' (a
   /// frame never contains a raw newline). Throws boost::system::system_error
   /// when the peer is gone.
-  virtual boost::asio::awaitable<void> write_frames(std::span<const std::string> blocks) = 0;
+  virtual boost::asio::awaitable<void> write_frames(std::span<const std::string_view> blocks) = 0;
 
   /// Makes a pending or future read_frame() return `end`; writes go on.
   virtual void stop_reading() = 0;

@@ -38,7 +38,7 @@ class WebSocketTransport final : public FrameTransport {
   boost::asio::awaitable<bool> accept(const Request& upgrade);
 
   boost::asio::awaitable<ReadResult> read_frame() override;
-  boost::asio::awaitable<void> write_frames(std::span<const std::string> frames) override;
+  boost::asio::awaitable<void> write_frames(std::span<const std::string_view> blocks) override;
   void stop_reading() override;
   boost::asio::awaitable<void> close() override;
   void force_close() override;

@@ -1,0 +1,100 @@
+#include "store/catalog.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <stdexcept>
+#include <tuple>
+
+namespace harnessd::store {
+
+namespace {
+
+/// A cursor is "UPDATED_AT ID" of the last session of a page.
+struct Cursor {
+  std::int64_t updated_at = 0;
+  std::string_view id;
+};
+
+Cursor parse_cursor(std::string_view text) {
+  const std::size_t space = text.find(' ');
+  Cursor cursor;
+  const char* end = text.data() + (space == std::string_view::npos ? text.size() : space);
+  const auto [ptr, ec] = std::from_chars(text.data(), end, cursor.updated_at);
+  if (space == std::string_view::npos || ec != std::errc() || ptr != end || space + 1 >= text.size()) {
+    throw std::invalid_argument("not a cursor of session/list");
+  }
+  cursor.id = text.substr(space + 1);
+  return cursor;
+}
+
+/// Newest update first, then by id: the order of session/list.
+bool listed_before(std::int64_t a_updated, std::string_view a_id, std::int64_t b_updated, std::string_view b_id) {
+  return std::tie(b_updated, a_id) < std::tie(a_updated, b_id);
+}
+
+}  // namespace
+
+Catalog::Handle Catalog::opened(SessionInfo info) {
+  std::lock_guard lock(mutex_);
+  auto [it, inserted] = sessions_.try_emplace(info.id);
+  it->second = std::move(info);
+  return &it->second;
+}
+
+void Catalog::advance(Handle entry, const LogPosition& at) {
+  std::lock_guard lock(mutex_);
+  entry->last_seq = at.last_seq;
+  entry->turns = at.turns;
+  entry->updated_at_ms = at.time_ms;
+}
+
+void Catalog::found(SessionInfo info) {
+  std::lock_guard lock(mutex_);
+  auto [it, inserted] = sessions_.try_emplace(info.id);
+  if (inserted || info.last_seq > it->second.last_seq) it->second = std::move(info);
+}
+
+bool Catalog::contains(std::string_view id) const {
+  std::lock_guard lock(mutex_);
+  return sessions_.find(id) != sessions_.end();
+}
+
+std::optional<SessionInfo> Catalog::find(std::string_view id) const {
+  std::lock_guard lock(mutex_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return std::nullopt;
+  return it->second;
+}
+
+ListPage Catalog::page(const std::optional<std::string>& cursor_text, std::size_t limit) const {
+  std::optional<Cursor> cursor;
+  if (cursor_text) cursor = parse_cursor(*cursor_text);
+  ListPage page;
+  std::lock_guard lock(mutex_);
+  // One pass picks the sessions after the cursor; only the page's worth is
+  // sorted, so a page costs O(n + limit log limit) for n sessions.
+  std::vector<const SessionInfo*> after;
+  after.reserve(cursor ? sessions_.size() / 2 : sessions_.size());
+  for (const auto& [id, info] : sessions_) {
+    if (!cursor || listed_before(cursor->updated_at, cursor->id, info.updated_at_ms, id)) after.push_back(&info);
+  }
+  const auto order = [](const SessionInfo* a, const SessionInfo* b) {
+    return listed_before(a->updated_at_ms, a->id, b->updated_at_ms, b->id);
+  };
+  const std::size_t n = std::min(limit, after.size());
+  std::partial_sort(after.begin(), after.begin() + static_cast<std::ptrdiff_t>(n), after.end(), order);
+  page.sessions.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) page.sessions.push_back(*after[i]);
+  if (after.size() > n && n > 0) {
+    const SessionInfo& last = page.sessions.back();
+    page.next_cursor = std::to_string(last.updated_at_ms) + " " + last.id;
+  }
+  return page;
+}
+
+std::size_t Catalog::size() const {
+  std::lock_guard lock(mutex_);
+  return sessions_.size();
+}
+
+}  // namespace harnessd::store

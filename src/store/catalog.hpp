@@ -1,0 +1,65 @@
+// What session/list shows of every session a store holds, kept in memory
+// and current: a store fills it when it opens or finds a log, and each
+// append moves its session's entry forward. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace harnessd::store {
+
+struct SessionInfo {
+  std::string id;
+  std::int64_t created_at_ms = 0;
+  std::int64_t updated_at_ms = 0;  ///< time of the last event, or created_at_ms
+  std::int64_t last_seq = -1;      ///< -1: no events
+  std::int64_t turns = 0;          ///< turns started
+  std::optional<std::string> parent;
+};
+
+/// Where a log stands after an append.
+struct LogPosition {
+  std::int64_t last_seq = -1;
+  std::int64_t turns = 0;
+  std::int64_t time_ms = 0;
+};
+
+struct ListPage {
+  std::vector<SessionInfo> sessions;
+  std::optional<std::string> next_cursor;  ///< set when more sessions follow
+};
+
+class Catalog {
+ public:
+  /// An entry's address is stable for the catalog's life: entries are never
+  /// removed, so a log keeps its handle while it is open.
+  using Handle = SessionInfo*;
+
+  /// A log was opened in this process (or created): `info` is its state.
+  Handle opened(SessionInfo info);
+  /// Events were appended to the log of `entry`.
+  void advance(Handle entry, const LogPosition& at);
+  /// A log found on disk: kept unless the catalog already knows a later state.
+  void found(SessionInfo info);
+
+  bool contains(std::string_view id) const;
+  std::optional<SessionInfo> find(std::string_view id) const;
+
+  /// Sessions by last update, newest first (then by id), after `cursor`
+  /// (a next_cursor of an earlier page). Throws std::invalid_argument for
+  /// a cursor that is not one.
+  ListPage page(const std::optional<std::string>& cursor, std::size_t limit) const;
+
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, SessionInfo, std::less<>> sessions_;
+};
+
+}  // namespace harnessd::store
