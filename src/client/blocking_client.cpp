@@ -69,6 +69,26 @@ std::future<bool> BlockingClient::session_cancel(std::string session_id) {
 
 std::future<void> BlockingClient::shutdown() { return asio::co_spawn(io_, client_->shutdown(), asio::use_future); }
 
+std::future<SessionList> BlockingClient::session_list(SessionListOptions options) {
+  return asio::co_spawn(io_, client_->session_list(std::move(options)), asio::use_future);
+}
+
+std::future<SessionEvents> BlockingClient::session_events(std::string session_id, std::int64_t after_seq,
+                                                          std::int64_t limit) {
+  return asio::co_spawn(io_, client_->session_events(std::move(session_id), after_seq, limit), asio::use_future);
+}
+
+std::future<SessionSubscription> BlockingClient::session_subscribe(std::string session_id,
+                                                                   std::optional<std::int64_t> after_seq,
+                                                                   NotificationHandler on_event) {
+  return asio::co_spawn(io_, client_->session_subscribe(std::move(session_id), after_seq, std::move(on_event)),
+                        asio::use_future);
+}
+
+std::future<bool> BlockingClient::session_unsubscribe(std::string session_id) {
+  return asio::co_spawn(io_, client_->session_unsubscribe(std::move(session_id)), asio::use_future);
+}
+
 std::future<void> BlockingClient::close() { return asio::co_spawn(io_, client_->close(), asio::use_future); }
 
 Subscription BlockingClient::subscribe(std::string session_id, NotificationHandler handler) {

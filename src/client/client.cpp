@@ -34,6 +34,10 @@ constexpr std::string_view initialize_method = "initialize";
 constexpr std::string_view prompt_method = "session/prompt";
 constexpr std::string_view cancel_method = "session/cancel";
 constexpr std::string_view shutdown_method = "shutdown";
+constexpr std::string_view list_method = "session/list";
+constexpr std::string_view events_method = "session/events";
+constexpr std::string_view subscribe_method = "session/subscribe";
+constexpr std::string_view unsubscribe_method = "session/unsubscribe";
 
 const json::string* string_field(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);
@@ -53,7 +57,116 @@ std::string excerpt(std::string_view frame) {
   return frame.size() <= max ? std::string(frame) : std::string(frame.substr(0, max)) + "...";
 }
 
+const json::object& result_object(const json::value& result, std::string_view method) {
+  if (!result.is_object()) {
+    throw ProtocolError(std::string(method) + " result is not an object: " + excerpt(json::serialize(result)));
+  }
+  return result.get_object();
+}
+
+/// An integer field (a double such as 1.0 is not one); throws ProtocolError.
+std::int64_t int_field(const json::object& obj, std::string_view key, std::string_view what,
+                       const json::value& whole) {
+  const json::value* v = obj.if_contains(key);
+  if (v != nullptr && v->is_int64()) return v->get_int64();
+  if (v != nullptr && v->is_uint64() &&
+      v->get_uint64() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    return static_cast<std::int64_t>(v->get_uint64());
+  }
+  throw ProtocolError(std::string(what) + " has no integer " + std::string(key) + ": " +
+                      excerpt(json::serialize(whole)));
+}
+
+bool bool_field(const json::object& obj, std::string_view key, std::string_view what, const json::value& whole) {
+  const json::value* v = obj.if_contains(key);
+  if (v == nullptr || !v->is_bool()) {
+    throw ProtocolError(std::string(what) + " has no boolean " + std::string(key) + ": " +
+                        excerpt(json::serialize(whole)));
+  }
+  return v->get_bool();
+}
+
+/// session.event notifications of exactly `session_id`: what a
+/// session/subscribe subscription delivers.
+NotificationHandler only_events_of(std::string session_id, NotificationHandler handler) {
+  return [session_id = std::move(session_id), handler = std::move(handler)](const Notification& n) {
+    if (n.method != "session.event") return;
+    const json::string* sid = string_field(n.params, "sessionId");
+    if (sid == nullptr || *sid != session_id) return;
+    handler(n);
+  };
+}
+
 }  // namespace
+
+bool InitializeResult::supports(std::string_view method) const {
+  return std::find(methods.begin(), methods.end(), method) != methods.end();
+}
+
+SessionList parse_session_list_result(const json::value& result) {
+  constexpr std::string_view what = "session/list result";
+  const json::object& obj = result_object(result, "session/list");
+  const json::value* sessions = obj.if_contains("sessions");
+  if (sessions == nullptr || !sessions->is_array()) {
+    throw ProtocolError("session/list result has no sessions array: " + excerpt(json::serialize(result)));
+  }
+  SessionList out;
+  out.sessions.reserve(sessions->get_array().size());
+  for (const json::value& entry : sessions->get_array()) {
+    const json::object* e = entry.if_object();
+    const json::string* id = e != nullptr ? string_field(*e, "sessionId") : nullptr;
+    if (id == nullptr) {
+      throw ProtocolError("session/list entry without a string sessionId: " + excerpt(json::serialize(entry)));
+    }
+    SessionSummary summary;
+    summary.session_id = std::string(*id);
+    summary.created_at = int_field(*e, "createdAt", "session/list entry", entry);
+    summary.updated_at = int_field(*e, "updatedAt", "session/list entry", entry);
+    summary.last_seq = int_field(*e, "lastSeq", "session/list entry", entry);
+    summary.turns = int_field(*e, "turns", "session/list entry", entry);
+    summary.running = bool_field(*e, "running", "session/list entry", entry);
+    if (const json::value* parent = e->if_contains("parentSessionId"); parent != nullptr && !parent->is_null()) {
+      if (!parent->is_string()) {
+        throw ProtocolError("session/list entry with a parentSessionId that is not a string: " +
+                            excerpt(json::serialize(entry)));
+      }
+      summary.parent_session_id = std::string(parent->get_string());
+    }
+    summary.raw = *e;
+    out.sessions.push_back(std::move(summary));
+  }
+  if (const json::value* cursor = obj.if_contains("nextCursor"); cursor != nullptr && !cursor->is_null()) {
+    if (!cursor->is_string()) {
+      throw ProtocolError(std::string(what) + " has a nextCursor that is not a string: " +
+                          excerpt(json::serialize(result)));
+    }
+    out.next_cursor = std::string(cursor->get_string());
+  }
+  return out;
+}
+
+SessionEvents parse_session_events_result(const json::value& result) {
+  constexpr std::string_view what = "session/events result";
+  const json::object& obj = result_object(result, "session/events");
+  const json::value* events = obj.if_contains("events");
+  if (events == nullptr || !events->is_array()) {
+    throw ProtocolError("session/events result has no events array: " + excerpt(json::serialize(result)));
+  }
+  SessionEvents out;
+  out.events.reserve(events->get_array().size());
+  for (const json::value& event : events->get_array()) {
+    const json::object* e = event.if_object();
+    if (e == nullptr || string_field(*e, "type") == nullptr) {
+      throw ProtocolError("session/events event is not an object with a string type: " +
+                          excerpt(json::serialize(event)));
+    }
+    int_field(*e, "seq", "session/events event", event);
+    out.events.push_back(*e);
+  }
+  out.last_seq = int_field(obj, "lastSeq", what, result);
+  out.more = bool_field(obj, "more", what, result);
+  return out;
+}
 
 SessionPromptResponse parse_session_prompt_result(const json::value& result) {
   if (!result.is_object()) {
@@ -457,6 +570,9 @@ asio::awaitable<InitializeResult> Client::initialize(InitializeOptions options) 
   }
   if (options.protocol_version) params["protocolVersion"] = *options.protocol_version;
   if (options.auth_token) params["authToken"] = *options.auth_token;
+  if (options.on_disconnect) {
+    params["onDisconnect"] = *options.on_disconnect == OnDisconnect::continue_running ? "continue" : "cancel";
+  }
   std::string method(initialize_method);
   json::value params_value = std::move(params);
   json::value result = co_await request(std::move(method), std::move(params_value));
@@ -471,6 +587,14 @@ asio::awaitable<InitializeResult> Client::initialize(InitializeOptions options) 
   if (const json::string* version = string_field(info->get_object(), "version")) out.server_version = *version;
   if (const json::value* pv = obj->if_contains("protocolVersion"); pv != nullptr && pv->is_int64()) {
     out.protocol_version = pv->get_int64();
+  }
+  if (const json::value* caps = obj->if_contains("capabilities"); caps != nullptr && caps->is_object()) {
+    if (const json::value* methods = caps->get_object().if_contains("methods"); methods != nullptr &&
+                                                                               methods->is_array()) {
+      for (const json::value& m : methods->get_array()) {
+        if (m.is_string()) out.methods.emplace_back(m.get_string());
+      }
+    }
   }
   out.raw = *obj;
   co_return out;
@@ -501,6 +625,53 @@ asio::awaitable<void> Client::shutdown() {
   std::string method(shutdown_method);
   json::value params;  // shutdown takes no params
   co_await request(std::move(method), std::move(params));
+}
+
+asio::awaitable<SessionList> Client::session_list(SessionListOptions options) {
+  json::object params;
+  if (options.limit) params["limit"] = *options.limit;
+  if (options.cursor) params["cursor"] = std::move(*options.cursor);
+  json::value params_value = std::move(params);
+  std::string method(list_method);
+  json::value result = co_await request(std::move(method), std::move(params_value));
+  SessionList list = parse_session_list_result(result);
+  co_return list;
+}
+
+asio::awaitable<SessionEvents> Client::session_events(std::string session_id, std::int64_t after_seq,
+                                                      std::int64_t limit) {
+  json::object params{{"sessionId", std::move(session_id)}, {"afterSeq", after_seq}};
+  if (limit > 0) params["limit"] = limit;
+  json::value params_value = std::move(params);
+  std::string method(events_method);
+  json::value result = co_await request(std::move(method), std::move(params_value));
+  SessionEvents page = parse_session_events_result(result);
+  co_return page;
+}
+
+asio::awaitable<SessionSubscription> Client::session_subscribe(std::string session_id,
+                                                               std::optional<std::int64_t> after_seq,
+                                                               NotificationHandler on_event) {
+  SessionSubscription out;
+  // Registered first: the replayed events precede the response.
+  if (on_event) out.events = subscribe(session_id, only_events_of(session_id, std::move(on_event)));
+  json::object params{{"sessionId", session_id}};
+  if (after_seq) params["afterSeq"] = *after_seq;
+  json::value params_value = std::move(params);
+  std::string method(subscribe_method);
+  json::value result = co_await request(std::move(method), std::move(params_value));  // throws: out.events resets
+  out.last_seq = int_field(result_object(result, "session/subscribe"), "lastSeq", "session/subscribe result",
+                           result);
+  co_return out;
+}
+
+asio::awaitable<bool> Client::session_unsubscribe(std::string session_id) {
+  json::value params = json::object{{"sessionId", std::move(session_id)}};
+  std::string method(unsubscribe_method);
+  json::value result = co_await request(std::move(method), std::move(params));
+  const bool unsubscribed =
+      bool_field(result_object(result, "session/unsubscribe"), "unsubscribed", "session/unsubscribe result", result);
+  co_return unsubscribed;
 }
 
 Subscription Client::subscribe(std::string session_id, NotificationHandler handler) {

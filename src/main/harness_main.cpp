@@ -1,9 +1,13 @@
 // harness: the command-line client of harnessd. Runs one turn (`prompt`) or a
 // conversation (`chat`) against a spawned `harnessd --stdio` or a daemon at a
-// tcp:// or ws:// URL, streaming the assistant's text as it arrives.
+// tcp:// or ws:// URL, streaming the assistant's text as it arrives; lists the
+// daemon's sessions (`sessions`), prints a session's transcript (`log`, with
+// `--follow` to keep printing live events) and follows a running turn to its
+// end (`attach`).
 #include "harnessd/client/client.hpp"
 #include "harnessd/client/harness.hpp"
 #include "util/version.hpp"
+#include "util/wakeup.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -13,18 +17,23 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <optional>
 #include <random>
+#include <unordered_set>
 
 #include <unistd.h>
 
@@ -36,7 +45,10 @@ using namespace harnessd::client;
 
 enum ExitCode : int { exit_ok = 0, exit_error = 1, exit_aborted = 2, exit_connection = 3 };
 
-enum class Mode { prompt, chat };
+enum class Mode { prompt, chat, sessions, log, attach };
+
+/// Page size of the history reads (the daemon's maximum).
+constexpr std::int64_t events_page = 1000;
 
 struct Options {
   std::string connect;
@@ -49,7 +61,39 @@ struct Options {
   std::string model;
   std::string token;
   bool verbose = false;
+  std::string on_disconnect;  // "", "cancel" or "continue"
   std::vector<std::string> words;
+  bool follow = false;            // log --follow
+  std::int64_t page_size = 100;   // sessions --page-size
+};
+
+/// The console output of turns: text that streams in, then a line break
+/// before anything else is printed.
+struct TextOut {
+  bool printed_text = false;
+  char last_char = '\n';
+
+  void text(std::string_view piece) {
+    if (piece.empty()) return;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    printed_text = true;
+    last_char = piece.back();
+  }
+  /// Ends a partly written line.
+  void end_line() {
+    if (last_char != '\n') text("\n");
+  }
+};
+
+/// Where a transcript (log, attach) stands.
+struct Transcript {
+  std::int64_t last_seq = -1;   // the last event handled; older ones are skipped
+  bool step_text = false;       // a text-delta of the current step was printed
+  std::optional<std::int64_t> end_after;  // attach: the first turn/end after this seq ends it
+  bool ended = false;
+  std::string end_status;       // "ok", "error" or "aborted"
+  json::object end_reason;
 };
 
 /// Everything the command, the signal watcher and the stdin reader share.
@@ -67,9 +111,11 @@ struct Cli {
   bool turn_running = false;
   bool quitting = false;
   int interrupts = 0;  // Ctrl-C presses since the current turn (or line) began
-  // Output of the running turn (text mode).
-  bool printed_text = false;
-  char last_char = '\n';
+  TextOut out;         // output of the running turn (text mode)
+  Transcript transcript;
+  // log --follow, attach: woken by events, signals and the end of the connection.
+  std::shared_ptr<harnessd::util::Wakeup> wake = harnessd::util::Wakeup::create(io.get_executor());
+  asio::steady_timer poll_timer{io};
 };
 
 std::string random_session_id() {
@@ -102,11 +148,27 @@ std::string field_or(const json::object& obj, std::string_view key, std::string 
 }
 
 /// "[ok]", "[error: MESSAGE]" or "[aborted: REASON]".
-std::string status_line(const TurnResult& result) {
-  if (result.status == "ok") return "[ok]";
-  const std::string kind = field_or(result.reason, "kind", "?");
-  if (result.status == "aborted") return "[aborted: " + field_or(result.reason, "reason", kind) + "]";
-  return "[error: " + field_or(result.reason, "message", kind) + "]";
+std::string status_line(std::string_view status, const json::object& reason) {
+  if (status == "ok") return "[ok]";
+  const std::string kind = field_or(reason, "kind", "?");
+  if (status == "aborted") return "[aborted: " + field_or(reason, "reason", kind) + "]";
+  return "[error: " + field_or(reason, "message", kind) + "]";
+}
+
+/// The status a prompt gets for a turn that ended with `reason` (protocol
+/// §4.2; a daemon with --max-tokens-as-success reports max-tokens as ok, which
+/// its log does not show).
+std::string status_of(const json::object& reason) {
+  const std::string kind = field_or(reason, "kind", "");
+  if (kind == "completed") return "ok";
+  if (kind == "aborted") return "aborted";
+  return "error";
+}
+
+int exit_code_of(std::string_view status) {
+  if (status == "ok") return exit_ok;
+  if (status == "aborted") return exit_aborted;
+  return exit_error;
 }
 
 void on_notification(Cli& cli, const Notification& n) {
@@ -114,20 +176,346 @@ void on_notification(Cli& cli, const Notification& n) {
     write_stdout(n.raw + "\n");
     return;
   }
-  if (std::optional<std::string_view> text = text_delta_of(n, cli.options.session)) {
-    if (text->empty()) return;
-    write_stdout(*text);
-    cli.printed_text = true;
-    cli.last_char = text->back();
+  if (std::optional<std::string_view> text = text_delta_of(n, cli.options.session)) cli.out.text(*text);
+}
+
+// ---------------------------------------------------------------------------
+// Transcripts: session events as a reader sees them
+
+const json::object& object_or_empty(const json::object& obj, std::string_view key) {
+  static const json::object empty;
+  const json::value* v = obj.if_contains(key);
+  return v != nullptr && v->is_object() ? v->get_object() : empty;
+}
+
+std::optional<std::int64_t> seq_of(const json::object& event) {
+  const json::value* v = event.if_contains("seq");
+  if (v != nullptr && v->is_int64()) return v->get_int64();
+  return std::nullopt;
+}
+
+/// Concatenated text of the `type` blocks of an event's content.
+std::string blocks_text(const json::object& data, std::string_view type) {
+  std::string text;
+  const json::value* content = data.if_contains("content");
+  if (content == nullptr || !content->is_array()) return text;
+  for (const json::value& block : content->get_array()) {
+    const json::object* b = block.if_object();
+    if (b != nullptr && field_or(*b, "type", "") == type) text += field_or(*b, "text", "");
   }
+  return text;
+}
+
+/// Prints one event as part of a transcript: "> " before each line of a user
+/// message, the assistant's text as it streams (or from its message when no
+/// delta came), "[tool-call NAME ARGS]", "[tool-result: TEXT]" and, at a
+/// turn's end, the status line a prompt prints. With --json, the event as
+/// one JSON line. Events at or below the last printed seq are skipped.
+void print_event(Cli& cli, const json::object& event) {
+  Transcript& t = cli.transcript;
+  const std::optional<std::int64_t> seq = seq_of(event);
+  if (seq) {
+    if (*seq <= t.last_seq) return;
+    t.last_seq = *seq;
+  }
+  if (t.ended) return;  // attach: the followed turn is over
+  const std::string type = field_or(event, "type", "");
+  const json::object& data = object_or_empty(event, "data");
+  const bool ends = type == "turn/end" && t.end_after && seq && *seq > *t.end_after;
+  if (ends) {
+    t.ended = true;
+    t.end_reason = object_or_empty(data, "reason");
+    t.end_status = status_of(t.end_reason);
+  }
+  if (cli.options.json) {
+    write_stdout(json::serialize(event) + "\n");
+    if (ends) std::fprintf(stderr, "%s\n", status_line(t.end_status, t.end_reason).c_str());
+    return;
+  }
+  TextOut& out = cli.out;
+  if (type == "user/message") {
+    out.end_line();
+    std::string text = blocks_text(data, "text");
+    std::string lines;
+    std::size_t at = 0;
+    do {
+      const std::size_t nl = text.find('\n', at);
+      lines += "> " + text.substr(at, nl == std::string::npos ? std::string::npos : nl - at) + "\n";
+      at = nl == std::string::npos ? std::string::npos : nl + 1;
+    } while (at != std::string::npos && at < text.size());
+    out.text(lines);
+  } else if (type == "step/start") {
+    t.step_text = false;
+  } else if (type == "assistant/chunk") {
+    const json::object& chunk = object_or_empty(data, "chunk");
+    if (field_or(chunk, "type", "") == "text-delta") {
+      const std::string text = field_or(chunk, "text", "");
+      out.text(text);
+      if (!text.empty()) t.step_text = true;
+    }
+  } else if (type == "assistant/message") {
+    if (!t.step_text) out.text(blocks_text(data, "text"));
+    t.step_text = true;
+  } else if (type == "tool/call") {
+    out.end_line();
+    out.text("[tool-call " + field_or(data, "name", "?") + " " + field_or(data, "arguments", "") + "]\n");
+  } else if (type == "tool/result") {
+    out.end_line();
+    const json::value* is_error = data.if_contains("isError");
+    const bool failed = is_error != nullptr && is_error->is_bool() && is_error->get_bool();
+    out.text(std::string(failed ? "[tool-error: " : "[tool-result: ") + blocks_text(data, "text") + "]\n");
+  } else if (type == "turn/end") {
+    out.end_line();
+    const json::object& reason = object_or_empty(data, "reason");
+    const std::string line = status_line(status_of(reason), reason) + "\n";
+    if (ends) {
+      std::fputs(line.c_str(), stderr);  // attach: where prompt prints it
+    } else {
+      out.text(line);
+    }
+  }
+}
+
+/// A subscription's events, on the client's executor.
+void on_live_event(Cli& cli, const Notification& n) {
+  const json::value* event = n.params.if_contains("event");
+  if (event == nullptr || !event->is_object()) return;
+  print_event(cli, event->get_object());
+  cli.wake->notify();
+}
+
+/// Wakes the follower when the connection ends (the client reports that only
+/// to pending requests, and a follower has none).
+asio::awaitable<void> watch_connection(Cli& cli) {
+  for (;;) {
+    if (cli.client->closed()) {
+      cli.wake->notify();
+      co_return;
+    }
+    cli.poll_timer.expires_after(std::chrono::milliseconds(100));
+    boost::system::error_code ec;
+    co_await cli.poll_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;  // cancelled: the follower is done
+  }
+}
+
+/// Subscribes to the session with `after_seq` and prints its events until
+/// `until_end` is met (the transcript's end), a signal or the connection's end.
+/// Returns exit_ok when ended, else exit_connection for a lost connection or
+/// -1 after a signal.
+asio::awaitable<int> follow(Cli& cli, std::int64_t after_seq, bool until_end) {
+  NotificationHandler handler = [&cli](const Notification& n) { on_live_event(cli, n); };
+  std::string session = cli.options.session;
+  std::optional<std::int64_t> after = after_seq;
+  SessionSubscription subscription =
+      co_await cli.client->session_subscribe(std::move(session), after, std::move(handler));
+  asio::co_spawn(cli.io, watch_connection(cli), asio::detached);
+  int rc = -1;
+  for (;;) {
+    if (until_end && cli.transcript.ended) {
+      rc = exit_ok;
+      break;
+    }
+    if (cli.quitting) break;
+    if (cli.client->closed()) {
+      cli.out.end_line();
+      std::fprintf(stderr, "harness: connection lost while following %s\n", cli.options.session.c_str());
+      rc = exit_connection;
+      break;
+    }
+    co_await cli.wake->wait();
+  }
+  cli.poll_timer.cancel();
+  subscription.events.reset();
+  co_return rc;
+}
+
+// ---------------------------------------------------------------------------
+// sessions, log, attach
+
+std::string format_time(std::int64_t epoch_ms) {
+  const std::time_t secs = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  if (::localtime_r(&secs, &tm) == nullptr) return std::to_string(epoch_ms);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+asio::awaitable<int> list_sessions(Cli& cli) {
+  std::vector<SessionSummary> rows;
+  std::unordered_set<std::string> seen;  // an entry updated while paging can come twice
+  std::optional<std::string> cursor;
+  do {
+    SessionListOptions page_options;
+    page_options.limit = cli.options.page_size;
+    page_options.cursor = std::move(cursor);
+    SessionList page = co_await cli.client->session_list(std::move(page_options));
+    for (SessionSummary& s : page.sessions) {
+      if (!seen.insert(s.session_id).second) continue;
+      if (cli.options.json) {
+        write_stdout(json::serialize(s.raw) + "\n");
+      } else {
+        rows.push_back(std::move(s));
+      }
+    }
+    cursor = std::move(page.next_cursor);
+  } while (cursor && !cli.quitting);
+  if (cli.options.json) co_return exit_ok;
+  if (rows.empty()) {
+    std::fputs("no sessions\n", stderr);
+    co_return exit_ok;
+  }
+
+  const std::vector<std::string> header{"ID", "CREATED", "UPDATED", "LASTSEQ", "TURNS", "RUNNING", "PARENT"};
+  std::vector<std::vector<std::string>> table{header};
+  for (const SessionSummary& s : rows) {
+    table.push_back({s.session_id, format_time(s.created_at), format_time(s.updated_at), std::to_string(s.last_seq),
+                     std::to_string(s.turns), s.running ? "yes" : "no", s.parent_session_id.value_or("-")});
+  }
+  std::vector<std::size_t> width(header.size(), 0);
+  for (const auto& row : table) {
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string text;
+  for (const auto& row : table) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const bool number = i == 3 || i == 4;
+      const std::string pad(width[i] - row[i].size(), ' ');
+      if (i + 1 == row.size()) {
+        line += row[i];
+      } else {
+        line += number ? pad + row[i] : row[i] + pad;
+        line += "  ";
+      }
+    }
+    text += line + "\n";
+  }
+  write_stdout(text);
+  co_return exit_ok;
+}
+
+asio::awaitable<int> show_log(Cli& cli) {
+  std::int64_t after = -1;
+  for (;;) {
+    std::string session = cli.options.session;
+    SessionEvents page = co_await cli.client->session_events(std::move(session), after, events_page);
+    for (const json::object& event : page.events) print_event(cli, event);
+    if (!page.events.empty()) after = seq_of(page.events.back()).value_or(after);
+    if (page.events.empty() || !page.more || cli.quitting) break;
+  }
+  if (!cli.options.follow) {
+    cli.out.end_line();
+    co_return exit_ok;
+  }
+  const int rc = co_await follow(cli, after, false);
+  cli.out.end_line();
+  if (rc < 0) co_return exit_ok;  // interrupted: the normal end of --follow
+  co_return rc;
+}
+
+/// Events of `session` with after < seq <= upto, oldest first.
+asio::awaitable<std::vector<json::object>> read_window(Cli& cli, std::int64_t after, std::int64_t upto) {
+  std::vector<json::object> window;
+  while (after < upto) {
+    std::string session = cli.options.session;
+    SessionEvents page = co_await cli.client->session_events(std::move(session), after, upto - after);
+    for (json::object& event : page.events) {
+      const std::optional<std::int64_t> seq = seq_of(event);
+      if (seq && *seq > after && *seq <= upto) window.push_back(std::move(event));
+    }
+    if (window.empty() || !page.more) break;
+    const std::int64_t reached = seq_of(window.back()).value_or(upto);
+    if (reached <= after) break;
+    after = reached;
+  }
+  co_return window;
+}
+
+asio::awaitable<int> attach_session(Cli& cli) {
+  std::string session = cli.options.session;
+  SessionEvents probe = co_await cli.client->session_events(std::move(session), -1, 1);
+  // Look back from the newest event, a page at a time, for the last turn/start.
+  std::int64_t upto = probe.last_seq;
+  std::vector<json::object> window;
+  std::optional<std::size_t> start;
+  while (upto >= 0 && !start) {
+    const std::int64_t after = std::max<std::int64_t>(-1, upto - events_page);
+    window = co_await read_window(cli, after, upto);
+    for (std::size_t i = window.size(); i-- > 0;) {
+      if (field_or(window[i], "type", "") == "turn/start") {
+        start = i;
+        break;
+      }
+    }
+    upto = after;
+  }
+  if (!start) {
+    std::fprintf(stderr, "harness: session %s has no logged turn to attach to\n", cli.options.session.c_str());
+    co_return exit_error;
+  }
+  const std::int64_t start_seq = seq_of(window[*start]).value_or(0);
+  cli.transcript.end_after = start_seq;
+  // Ended already: report how.
+  for (std::size_t i = *start + 1; i < window.size(); ++i) {
+    if (field_or(window[i], "type", "") != "turn/end") continue;
+    const json::value* turn = object_or_empty(window[*start], "data").if_contains("turn");
+    std::string turn_text = "?";
+    if (turn != nullptr) turn_text = json::serialize(*turn);
+    std::fprintf(stderr, "harness: no turn is running in %s; its last turn (%s) ended:\n",
+                 cli.options.session.c_str(), turn_text.c_str());
+    print_event(cli, window[i]);
+    co_return exit_code_of(cli.transcript.end_status);
+  }
+  // Running: replay it from its turn/start, then follow it live.
+  const int rc = co_await follow(cli, start_seq - 1, true);
+  cli.out.end_line();
+  if (rc == exit_ok) co_return exit_code_of(cli.transcript.end_status);
+  if (rc < 0) {
+    std::fprintf(stderr, "[detached: the turn keeps running]\n");
+    co_return exit_aborted;
+  }
+  co_return rc;
+}
+
+/// sessions, log and attach: the daemon's error answers exit 1, a lost
+/// connection 3.
+asio::awaitable<int> run_reader(Cli& cli) {
+  int rc = exit_connection;
+  try {
+    if (cli.mode == Mode::sessions) {
+      rc = co_await list_sessions(cli);
+    } else if (cli.mode == Mode::log) {
+      rc = co_await show_log(cli);
+    } else {
+      rc = co_await attach_session(cli);
+    }
+  } catch (const RpcError& e) {
+    cli.out.end_line();
+    std::fprintf(stderr, "harness: %s (code %d)\n", e.what(), e.code());
+    rc = exit_error;
+  } catch (const TransportClosed& e) {
+    cli.out.end_line();
+    if (cli.quitting) {
+      rc = cli.mode == Mode::attach ? exit_aborted : exit_ok;
+    } else {
+      std::fprintf(stderr, "harness: connection lost: %s\n", e.what());
+      rc = exit_connection;
+    }
+  } catch (const ClientError& e) {
+    cli.out.end_line();
+    std::fprintf(stderr, "harness: %s\n", e.what());
+    rc = exit_connection;
+  }
+  co_return rc;
 }
 
 /// One turn: stream it, print the status line, return the exit code.
 asio::awaitable<int> run_turn(Cli& cli, std::string text) {
   cli.turn_running = true;
   cli.interrupts = 0;
-  cli.printed_text = false;
-  cli.last_char = '\n';
+  cli.out = TextOut{};
   Harness harness(*cli.client);
   TurnResult result;
   int failed = -1;
@@ -157,19 +545,13 @@ asio::awaitable<int> run_turn(Cli& cli, std::string text) {
   if (cli.options.json) {
     write_stdout(result.raw_response + "\n");
   } else {
-    if (!cli.printed_text && !result.final_response.empty()) {
-      write_stdout(result.final_response);
-      cli.printed_text = true;
-      cli.last_char = result.final_response.back();
-    }
-    if (cli.printed_text && cli.last_char != '\n') write_stdout("\n");
+    if (!cli.out.printed_text) cli.out.text(result.final_response);
+    cli.out.end_line();
   }
   if (cli.mode == Mode::prompt || result.status != "ok") {
-    std::fprintf(stderr, "%s\n", status_line(result).c_str());
+    std::fprintf(stderr, "%s\n", status_line(result.status, result.reason).c_str());
   }
-  if (result.status == "ok") co_return exit_ok;
-  if (result.status == "aborted") co_return exit_aborted;
-  co_return exit_error;
+  co_return exit_code_of(result.status);
 }
 
 asio::awaitable<int> chat_loop(Cli& cli) {
@@ -243,6 +625,8 @@ asio::awaitable<int> run_command(Cli& cli) {
   if (!cli.options.provider.empty()) init.provider = cli.options.provider;
   if (!cli.options.model.empty()) init.model = cli.options.model;
   if (!cli.options.token.empty() && cli.options.connect.starts_with("tcp://")) init.auth_token = cli.options.token;
+  if (cli.options.on_disconnect == "continue") init.on_disconnect = OnDisconnect::continue_running;
+  if (cli.options.on_disconnect == "cancel") init.on_disconnect = OnDisconnect::cancel;
   try {
     co_await cli.client->initialize(std::move(init));
   } catch (const std::exception& e) {
@@ -256,8 +640,10 @@ asio::awaitable<int> run_command(Cli& cli) {
     for (const std::string& word : cli.options.words) text += (text.empty() ? "" : " ") + word;
     if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     rc = co_await run_turn(cli, std::move(text));
-  } else {
+  } else if (cli.mode == Mode::chat) {
     rc = co_await chat_loop(cli);
+  } else {
+    rc = co_await run_reader(cli);
   }
   co_await cli.client->close();
   co_return rc;
@@ -291,6 +677,8 @@ asio::awaitable<void> watch_signals(Cli& cli) {
     }
     if (cli.quitting) std::_Exit(exit_aborted);  // a third signal: do not wait for a graceful close
     cli.quitting = true;
+    cli.wake->notify();
+    if (cli.mode == Mode::log || cli.mode == Mode::attach) continue;  // the follower closes the connection
     boost::system::error_code ignored;
     cli.input.cancel(ignored);
     cli.input.close(ignored);
@@ -310,13 +698,22 @@ void add_connection_options(CLI::App* cmd, Options& o) {
   cmd->add_option("--daemon-arg", o.daemon_args,
                   "Extra argument for the spawned daemon, repeatable (e.g. --daemon-arg=--store --daemon-arg=memory)")
       ->allow_extra_args(false);
+  cmd->add_option("--token", o.token, "Auth token: initialize authToken on tcp://, ?access_token= on ws://");
+  cmd->add_flag("-v,--verbose", o.verbose, "Debug logs of the client (and info logs of a spawned daemon) on stderr");
+}
+
+/// prompt and chat: the options of running turns.
+void add_turn_options(CLI::App* cmd, Options& o) {
+  add_connection_options(cmd, o);
   cmd->add_option("--session", o.session, "Session id (default: a fresh cli-XXXXXXXX); reuse one to continue it");
   cmd->add_flag("--json", o.json,
                 "Print every notification and the final response as one JSON line each, instead of text");
   cmd->add_option("--provider", o.provider, "Provider for initialize (scripted, deepseek, ...)");
   cmd->add_option("--model", o.model, "Model for initialize");
-  cmd->add_option("--token", o.token, "Auth token: initialize authToken on tcp://, ?access_token= on ws://");
-  cmd->add_flag("-v,--verbose", o.verbose, "Debug logs of the client (and info logs of a spawned daemon) on stderr");
+  cmd->add_option("--on-disconnect", o.on_disconnect,
+                  "What the daemon does with the running turn if this client goes away: cancel (the daemon's\n"
+                  "default) or continue (it runs to its end detached; `harness attach` picks it up)")
+      ->check(CLI::IsMember({"cancel", "continue"}));
 }
 
 }  // namespace
@@ -326,7 +723,8 @@ int main(int argc, char** argv) {
   Options options;
   CLI::App app{
       "harness: command-line client of harnessd. Sends a prompt, streams the assistant's\n"
-      "text to stdout as it arrives and prints the turn's status to stderr.\n\n"
+      "text to stdout as it arrives and prints the turn's status to stderr; lists sessions,\n"
+      "prints their transcripts and follows turns that other clients run.\n\n"
       "Examples:\n"
       "  harness prompt \"hello\"                          # spawn a private harnessd --stdio\n"
       "  harness prompt --connect tcp://127.0.0.1:7879 --session demo \"what next?\"\n"
@@ -334,28 +732,92 @@ int main(int argc, char** argv) {
       "  harness prompt --spawn --harnessd ./build/harnessd --daemon-arg=--store --daemon-arg=memory hi\n"
       "  echo \"long question\" | harness prompt -          # read the prompt from stdin\n"
       "  harness chat --session demo                     # one line per turn; Ctrl-C cancels, Ctrl-D quits\n"
-      "  printf 'hi\\nbye\\n' | harness chat                 # scripted conversation\n\n"
+      "  printf 'hi\\nbye\\n' | harness chat                 # scripted conversation\n"
+      "  harness sessions --connect tcp://127.0.0.1:7879 # every session, most recently updated first\n"
+      "  harness log --connect tcp://127.0.0.1:7879 demo --follow   # transcript, then live events\n"
+      "  harness attach --connect tcp://127.0.0.1:7879 demo         # follow demo's running turn to its end\n\n"
       "Exit status: 0 ok, 1 error (turn error or error response), 2 aborted (cancelled),\n"
-      "3 connection or usage error.",
+      "3 connection or usage error. `attach` exits with the status of the turn it followed.",
       "harness"};
   app.set_version_flag("--version", std::string("harness ") + std::string(harnessd::util::version));
   app.require_subcommand(1);
 
   CLI::App* prompt = app.add_subcommand("prompt", "Run one turn and exit with its status");
-  add_connection_options(prompt, options);
+  add_turn_options(prompt, options);
   prompt->add_option("text", options.words, "The prompt (several words are joined by spaces; - reads stdin)")
       ->required();
   prompt->footer(
       "Output: assistant text (text-delta chunks) on stdout, then [ok], [error: MESSAGE] or\n"
       "[aborted: REASON] on stderr. Ctrl-C sends session/cancel; a second Ctrl-C quits.\n"
-      "Prompts starting with '-' need `--` first: harness prompt -- -x.");
+      "Prompts starting with '-' need `--` first: harness prompt -- -x.\n"
+      "With --on-disconnect continue, a turn outlives a lost connection: follow it again with\n"
+      "`harness attach SESSION` (from any machine that reaches the daemon).");
 
   CLI::App* chat = app.add_subcommand("chat", "Interactive conversation: each stdin line is one turn");
-  add_connection_options(chat, options);
+  add_turn_options(chat, options);
   chat->footer(
       "Each line read from stdin is sent as a turn of the same session; answers stream to\n"
       "stdout. Ctrl-C cancels the running turn (session/cancel), a second Ctrl-C quits;\n"
       "EOF (Ctrl-D) quits.");
+
+  CLI::App* sessions = app.add_subcommand("sessions", "List the daemon's sessions (session/list)");
+  add_connection_options(sessions, options);
+  sessions->add_flag("--json", options.json,
+                     "One JSON object per line, as the daemon sends them (sessionId, createdAt, updatedAt,\n"
+                     "lastSeq, turns, running, parentSessionId), instead of the table");
+  sessions->add_option("--page-size", options.page_size, "Sessions asked for per session/list request")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  sessions->footer(
+      "Prints a table of every session, most recently updated first, paging through\n"
+      "session/list with its cursor:\n"
+      "  ID    CREATED              UPDATED              LASTSEQ  TURNS  RUNNING  PARENT\n"
+      "  demo  2025-06-01 10:00:00  2025-06-01 10:02:13       21      2  no       -\n"
+      "Times are local. LASTSEQ is the seq of the last logged event (-1: none), TURNS the\n"
+      "turns started, RUNNING whether a turn runs (or waits) on the daemon now, detached\n"
+      "ones included; PARENT is set for subagent sessions.\n"
+      "Without --connect a private daemon lists the logs under ./.sessions (or\n"
+      "--daemon-arg=--session-root --daemon-arg=DIR); use --connect while a daemon runs.\n\n"
+      "Examples:\n"
+      "  harness sessions --connect tcp://127.0.0.1:7879\n"
+      "  harness sessions --connect tcp://127.0.0.1:7879 --json | jq -r 'select(.running) | .sessionId'");
+
+  CLI::App* log = app.add_subcommand("log", "Print a session's transcript; --follow keeps printing live events");
+  add_connection_options(log, options);
+  log->add_option("session", options.session, "Session id")->required();
+  log->add_flag("-f,--follow", options.follow,
+                "After the logged events, subscribe and print new events as they come, until Ctrl-C");
+  log->add_flag("--json", options.json, "One event per line, as logged ({type, seq, time, data}), instead of text");
+  log->footer(
+      "Reads the session's log with session/events, oldest first, and prints it as a transcript:\n"
+      "  > the user's message (each line after \"> \")\n"
+      "  the assistant's answer\n"
+      "  [tool-call NAME ARGUMENTS] / [tool-result: TEXT] / [tool-error: TEXT]\n"
+      "  [ok], [error: MESSAGE] or [aborted: REASON] at the end of each turn\n"
+      "--follow then sends session/subscribe with the last seq read, so no event is missed or\n"
+      "printed twice, and streams the text of running turns as it arrives. Ctrl-C ends it\n"
+      "(exit 0). An unknown session exits 1.\n\n"
+      "Examples:\n"
+      "  harness log --connect tcp://127.0.0.1:7879 demo\n"
+      "  harness log --connect tcp://127.0.0.1:7879 demo --follow\n"
+      "  harness log --connect tcp://127.0.0.1:7879 demo --json | jq -c 'select(.type==\"turn/end\")'");
+
+  CLI::App* attach = app.add_subcommand("attach", "Follow a session's running turn to its end and exit with its status");
+  add_connection_options(attach, options);
+  attach->add_option("session", options.session, "Session id")->required();
+  attach->add_flag("--json", options.json, "Print the turn's events as JSON lines ({type, seq, time, data})");
+  attach->footer(
+      "Finds the session's last turn/start, prints that turn from its start (as `harness log`\n"
+      "does) and follows it live to its turn/end; the status line goes to stderr and the exit\n"
+      "status is the one `harness prompt` gives: 0 ok, 1 error, 2 aborted. A turn started\n"
+      "with `--on-disconnect continue` by a client that is gone can be picked up this way.\n"
+      "When no turn runs, it prints the last turn's status and exits with its code.\n"
+      "Ctrl-C detaches (exit 2) and leaves the turn running; cancel it with session/cancel.\n"
+      "A turn that stopped at the token limit counts as error here, even on a daemon run\n"
+      "with --max-tokens-as-success.\n\n"
+      "Examples:\n"
+      "  harness prompt --connect tcp://127.0.0.1:7879 --session job --on-disconnect continue \"...\"\n"
+      "  harness attach --connect tcp://127.0.0.1:7879 job; echo \"turn ended with $?\"");
 
   try {
     app.parse(argc, argv);
@@ -368,9 +830,14 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(options.verbose ? spdlog::level::debug : spdlog::level::warn);
   if (options.session.empty()) options.session = random_session_id();
+  Mode mode = Mode::prompt;
+  if (chat->parsed()) mode = Mode::chat;
+  if (sessions->parsed()) mode = Mode::sessions;
+  if (log->parsed()) mode = Mode::log;
+  if (attach->parsed()) mode = Mode::attach;
 
   asio::io_context io(1);
-  Cli cli(io, options, chat->parsed() ? Mode::chat : Mode::prompt);
+  Cli cli(io, options, mode);
   if (cli.mode == Mode::chat) {
     const int in = ::dup(STDIN_FILENO);
     if (in < 0) {

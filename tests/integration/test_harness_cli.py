@@ -1,5 +1,6 @@
 """Black-box tests of the `harness` CLI (src/main/harness_main.cpp): output,
-exit codes (0 ok, 1 error, 2 aborted, 3 connection/usage), --json, chat.
+exit codes (0 ok, 1 error, 2 aborted, 3 connection/usage), --json, chat, and
+the session readers: sessions, log (--follow) and attach.
 
 The CLI comes from $HARNESS_CLI_BIN (default build/harness), the daemon from
 $HARNESSD_BIN as in the rest of this suite.
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harnessd_helpers import REPO_ROOT, harnessd_bin
+from harnessd_helpers import REPO_ROOT, harnessd_bin, log_path, read_log
 
 TIMEOUT = 30
 
@@ -266,3 +267,314 @@ def test_chat_second_ctrl_c_quits(spawn, tmp_path):
         if cli.poll() is None:
             cli.kill()
             cli.wait()
+
+
+# ---------------------------------------------------------------------------
+# sessions, log, attach (session/list, session/events, session/subscribe)
+
+
+def connect_args(daemon) -> list[str]:
+    return ["--connect", f"tcp://127.0.0.1:{daemon.port}"]
+
+
+def start_cli(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([cli_bin(), *args], cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def wait_running(raw, session_id: str, start: int = 0) -> None:
+    """Until the first event of the turn just prompted arrives."""
+    raw.wait_frame(lambda o: o.get("method") == "session.event" and o["params"]["sessionId"] == session_id,
+                   start=start, what=f"first event of {session_id}")
+
+
+def test_sessions_json_pages_through_every_session(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("alpha", "hello")
+    raw.run_prompt("beta", "@chunks 3 4")
+    raw.run_prompt("beta", "again")
+    raw.run_prompt("kid", "@subagent hi")
+    start = len(raw.frames)
+    busy = raw.prompt("busy", "@delay 3000\n@reply late")
+    wait_running(raw, "busy", start)
+    try:
+        proc = run_cli(["sessions", *connect_args(daemon), "--json"], tmp_path)
+        assert proc.returncode == 0, describe(proc)
+        rows = [json.loads(line) for line in proc.stdout.splitlines()]
+        by_id = {r["sessionId"]: r for r in rows}
+        assert len(by_id) == len(rows) == 5, rows
+        assert by_id["alpha"]["lastSeq"] == 9 and by_id["alpha"]["turns"] == 1, by_id["alpha"]
+        assert by_id["beta"]["turns"] == 2 and by_id["beta"]["running"] is False, by_id["beta"]
+        children = [r for r in rows if r.get("parentSessionId") == "kid"]
+        assert len(children) == 1 and children[0]["sessionId"].startswith("kid.sub-"), rows
+        assert by_id["busy"]["running"] is True, by_id["busy"]
+        updated = [r["updatedAt"] for r in rows]
+        assert updated == sorted(updated, reverse=True), rows
+
+        # One session per request: the cursor pages through the same list.
+        paged = run_cli(["sessions", *connect_args(daemon), "--json", "--page-size", "1"], tmp_path)
+        assert paged.returncode == 0, describe(paged)
+        assert [json.loads(line)["sessionId"] for line in paged.stdout.splitlines()] == [r["sessionId"] for r in rows]
+    finally:
+        cid = raw.request("session/cancel", {"sessionId": "busy"})
+        raw.response(cid)
+        raw.response(busy)
+
+
+def test_sessions_table(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("kid", "@subagent hi")
+    raw.run_prompt("solo", "hello")
+    proc = run_cli(["sessions", *connect_args(daemon)], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["ID", "CREATED", "UPDATED", "LASTSEQ", "TURNS", "RUNNING", "PARENT"], describe(proc)
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert len(rows) == 3, describe(proc)
+    # ID, CREATED (date time), UPDATED (date time), LASTSEQ, TURNS, RUNNING, PARENT
+    assert rows["solo"][5:] == ["9", "1", "no", "-"], describe(proc)
+    assert rows["solo"][1].count("-") == 2 and rows["solo"][2].count(":") == 2, describe(proc)
+    child = [r for sid, r in rows.items() if sid.startswith("kid.sub-")]
+    assert len(child) == 1 and child[0][-1] == "kid", describe(proc)
+    assert lines[1].split()[0] == "solo", "most recently updated first" + describe(proc)
+
+
+def test_sessions_of_an_empty_daemon(spawn, tmp_path):
+    daemon = spawn()
+    proc = run_cli(["sessions", *connect_args(daemon)], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == "" and "no sessions" in proc.stderr, describe(proc)
+    as_json = run_cli(["sessions", *connect_args(daemon), "--json"], tmp_path)
+    assert as_json.returncode == 0 and as_json.stdout == "", describe(as_json)
+
+
+def test_log_prints_the_transcript(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("L", "hello")
+    raw.run_prompt("L", "@chunks 3 4")
+    raw.run_prompt("L", "@error boom")
+    raw.run_prompt("L", "@subagent hi\nsecond line")
+    proc = run_cli(["log", *connect_args(daemon), "L"], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == (
+        "> hello\n"
+        "echo: hello\n"
+        "[ok]\n"
+        "> @chunks 3 4\n"
+        "aaaabbbbcccc\n"
+        "[ok]\n"
+        "> @error boom\n"
+        "[error: boom]\n"
+        "> @subagent hi\n"
+        "> second line\n"
+        '[tool-call subagent {"description":"scripted subagent","prompt":"hi"}]\n'
+        "[tool-result: echo: hi]\n"
+        "subagent said: echo: hi\n"
+        "[ok]\n"
+    ), describe(proc)
+
+
+def test_log_json_is_the_session_log(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("J", "hello")
+    raw.run_prompt("J", "@chunks 1500 2")  # more than one page of session/events
+    proc = run_cli(["log", *connect_args(daemon), "J", "--json"], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    _, logged = read_log(log_path(daemon.session_root, "J"))
+    assert events == logged
+    assert [e["seq"] for e in events] == list(range(len(events))) and len(events) > 1000
+
+
+def test_log_and_attach_of_an_unknown_session_exit_1(spawn, tmp_path):
+    daemon = spawn()
+    for command in (["log"], ["log", "--follow"], ["attach"]):
+        proc = run_cli([*command, *connect_args(daemon), "no-such-session"], tmp_path)
+        assert proc.returncode == 1, describe(proc)
+        assert "unknown session: no-such-session" in proc.stderr and "-32602" in proc.stderr, describe(proc)
+        assert proc.stdout == "", describe(proc)
+
+
+def test_log_follow_prints_live_turns_until_interrupted(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("F", "hello")
+    cli = start_cli(["log", *connect_args(daemon), "F", "--follow"], tmp_path)
+    try:
+        out = LineReader(cli.stdout)
+        out.wait_for(lambda line: line == "[ok]\n")
+        raw.run_prompt("F", "@chunks 2 3")
+        out.wait_for(lambda line: line == "> @chunks 2 3\n")
+        assert out.wait_for(lambda line: True) == "aaabbb\n"
+        assert out.wait_for(lambda line: True) == "[ok]\n"
+        time.sleep(0.2)
+        assert cli.poll() is None, "--follow must keep running"
+        cli.send_signal(signal.SIGINT)
+        assert cli.wait(TIMEOUT) == 0
+    finally:
+        stop(cli)
+
+
+def test_log_follow_json_misses_no_event_and_repeats_none(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("G", "@chunks 50 2")
+    cli = start_cli(["log", *connect_args(daemon), "G", "--follow", "--json"], tmp_path)
+    try:
+        out = LineReader(cli.stdout)
+        # Turns run while the CLI reads the history and subscribes.
+        for i in range(5):
+            raw.run_prompt("G", f"@chunks {10 + i} 3")
+        last = raw.session_events("G")[-1]["seq"]
+        out.wait_for(lambda line: json.loads(line)["seq"] == last)
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(TIMEOUT) == 0
+        seqs = [json.loads(line)["seq"] for line in out.seen]
+        assert seqs == list(range(last + 1)), seqs
+    finally:
+        stop(cli)
+
+
+def test_attach_follows_a_running_turn_of_another_connection(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("A", "hello")  # an earlier turn: attach starts at the last turn/start
+    start = len(raw.frames)
+    rid = raw.prompt("A", "@chunks 200 8\n@delay 5")
+    wait_running(raw, "A", start)
+    proc = run_cli(["attach", *connect_args(daemon), "A"], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    text = "".join(chr(ord("a") + i % 26) * 8 for i in range(200))
+    assert proc.stdout == f"> @chunks 200 8\n> @delay 5\n{text}\n", describe(proc)
+    assert proc.stderr.strip().endswith("[ok]"), describe(proc)
+    assert raw.response(rid)["result"]["status"] == "ok"
+
+
+def test_attach_picks_up_a_detached_turn(spawn, tmp_path):
+    daemon = spawn()
+    prompt = start_cli(["prompt", *connect_args(daemon), "--session", "D", "--on-disconnect", "continue",
+                        "@chunks 200 8\n@delay 5"], tmp_path)
+    try:
+        prompt.stdout.read(8)  # the turn streams
+        prompt.kill()  # the connection drops; the turn runs on
+        prompt.wait()
+    finally:
+        stop(prompt)
+    proc = run_cli(["attach", *connect_args(daemon), "D", "--json"], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[0]["type"] == "turn/start" and events[0]["seq"] == 0, describe(proc)
+    assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"] == {"kind": "completed"}
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    assert "[ok]" in proc.stderr, describe(proc)
+
+
+def test_attach_exits_2_when_the_turn_is_cancelled(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    start = len(raw.frames)
+    rid = raw.prompt("X", "@chunks 200 8\n@delay 25")
+    wait_running(raw, "X", start)
+    cli = start_cli(["attach", *connect_args(daemon), "X"], tmp_path)
+    try:
+        out = LineReader(cli.stdout)
+        out.wait_for(lambda line: line == "> @delay 25\n")
+        cid = raw.request("session/cancel", {"sessionId": "X"})
+        assert raw.response(cid)["result"] == {"cancelled": True}
+        assert cli.wait(TIMEOUT) == 2
+        assert "[aborted: cancelled]" in cli.stderr.read()
+    finally:
+        stop(cli)
+    assert raw.response(rid)["result"]["status"] == "aborted"
+
+
+def test_attach_exits_1_for_an_error_turn(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    start = len(raw.frames)
+    rid = raw.prompt("E", "@delay 1500\n@error boom")
+    wait_running(raw, "E", start)
+    proc = run_cli(["attach", *connect_args(daemon), "E"], tmp_path)
+    assert proc.returncode == 1, describe(proc)
+    assert proc.stdout == "> @delay 1500\n> @error boom\n", describe(proc)
+    assert proc.stderr.strip().endswith("[error: boom]"), describe(proc)
+    raw.response(rid)
+
+
+def test_attach_without_a_running_turn_reports_the_last_one(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("done", "hello")
+    ok = run_cli(["attach", *connect_args(daemon), "done"], tmp_path)
+    assert ok.returncode == 0, describe(ok)
+    assert ok.stdout == "" and ok.stderr.strip().endswith("[ok]"), describe(ok)
+    assert "no turn is running" in ok.stderr, describe(ok)
+    raw.run_prompt("done", "@error boom")
+    failed = run_cli(["attach", *connect_args(daemon), "done"], tmp_path)
+    assert failed.returncode == 1, describe(failed)
+    assert failed.stderr.strip().endswith("[error: boom]"), describe(failed)
+
+
+def test_attach_ctrl_c_detaches_and_leaves_the_turn_running(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    start = len(raw.frames)
+    rid = raw.prompt("K", "@chunks 100 8\n@delay 20")
+    wait_running(raw, "K", start)
+    cli = start_cli(["attach", *connect_args(daemon), "K"], tmp_path)
+    try:
+        LineReader(cli.stdout).wait_for(lambda line: line == "> @delay 20\n")
+        cli.send_signal(signal.SIGINT)
+        assert cli.wait(TIMEOUT) == 2
+        assert "detached" in cli.stderr.read()
+    finally:
+        stop(cli)
+    assert raw.response(rid)["result"]["status"] == "ok"
+
+
+def test_sessions_and_log_read_a_stopped_daemons_logs(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("old", "hello")
+    raw.close()
+    daemon.terminate()
+    offline = ["--spawn", "--harnessd", os.path.abspath(harnessd_bin()),
+               f"--daemon-arg=--session-root={daemon.session_root}"]
+    listed = run_cli(["sessions", *offline, "--json"], tmp_path)
+    assert listed.returncode == 0, describe(listed)
+    assert [json.loads(line)["sessionId"] for line in listed.stdout.splitlines()] == ["old"], describe(listed)
+    log = run_cli(["log", *offline, "old"], tmp_path)
+    assert log.returncode == 0, describe(log)
+    assert log.stdout == "> hello\necho: hello\n[ok]\n", describe(log)
+
+
+def test_reader_commands_teach_in_their_help(tmp_path):
+    for command in ("sessions", "log", "attach"):
+        proc = run_cli([command, "--help"], tmp_path)
+        assert proc.returncode == 0, describe(proc)
+        assert "Examples:" in proc.stdout and f"harness {command}" in proc.stdout, describe(proc)
+        assert "--connect" in proc.stdout and "--json" in proc.stdout, describe(proc)
+    assert "--follow" in run_cli(["log", "--help"], tmp_path).stdout
+    assert "--on-disconnect" in run_cli(["prompt", "--help"], tmp_path).stdout

@@ -26,6 +26,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <mutex>
 #include <thread>
 
 #include <spawn.h>
@@ -358,6 +360,250 @@ TEST_CASE("client: error responses become RpcError with code, message and data")
   CHECK(data == json::parse(R"({"sessionId":"S"})"));
 }
 
+// ---------------------------------------------------------------------------
+// session/list, session/events, session/subscribe, session/unsubscribe
+
+namespace {
+
+struct ReaderState {
+  InitializeResult init;
+  SessionList first;
+  SessionList second;
+  SessionEvents events;
+  SessionEvents defaults;
+  std::int64_t subscribed_last_seq = -2;
+  std::vector<std::string> delivered;  // "SESSION:SEQ" of what the subscription handler saw
+  std::size_t delivered_before_response = 0;
+  std::size_t delivered_after_reset = 0;
+  bool unsubscribed = false;
+};
+
+asio::awaitable<void> reader_calls(Client& client, ReaderState& state) {
+  InitializeOptions init;
+  init.on_disconnect = OnDisconnect::continue_running;
+  state.init = co_await client.initialize(std::move(init));
+
+  SessionListOptions first;
+  first.limit = 2;
+  state.first = co_await client.session_list(std::move(first));
+  SessionListOptions second;
+  second.cursor = state.first.next_cursor;
+  state.second = co_await client.session_list(std::move(second));
+
+  std::string session = "S";
+  state.events = co_await client.session_events(std::move(session), 3, 2);
+  session = "S";
+  state.defaults = co_await client.session_events(std::move(session));
+
+  NotificationHandler on_event = [&state](const Notification& n) {
+    state.delivered.push_back(std::string(n.params.at("sessionId").as_string()) + ":" +
+                              std::to_string(n.params.at("event").at("seq").as_int64()));
+  };
+  session = "S";
+  std::optional<std::int64_t> after = 7;
+  SessionSubscription sub = co_await client.session_subscribe(std::move(session), after, std::move(on_event));
+  state.subscribed_last_seq = sub.last_seq;
+  state.delivered_before_response = state.delivered.size();
+  // The next answer carries a live event of S first.
+  std::string ping = "ping";
+  json::value nothing;
+  co_await client.request(std::move(ping), std::move(nothing));
+  sub.events.reset();
+  const std::size_t before_reset = state.delivered.size();
+  ping = "ping";
+  co_await client.request(std::move(ping), std::move(nothing));
+  state.delivered_after_reset = state.delivered.size() - before_reset;
+  session = "S";
+  state.unsubscribed = co_await client.session_unsubscribe(std::move(session));
+}
+
+}  // namespace
+
+TEST_CASE("client: session/list, session/events, session/subscribe and session/unsubscribe against a fake server") {
+  asio::io_context io;
+  FakeServer server(io);
+  int pings = 0;
+  server.script = [&pings](const json::object& request) -> std::vector<std::string> {
+    const std::string method(request.at("method").as_string());
+    if (method == "initialize") {
+      return {result_line(
+          R"({"serverInfo":{"name":"deepseek-harness-sdk-runtime","version":"0.1.0"},"protocolVersion":1,)"
+          R"("capabilities":{"providers":["scripted"],"methods":["initialize","session/list","session/subscribe"]}})")};
+    }
+    if (method == "session/list") {
+      if (!request.at("params").as_object().contains("cursor")) {
+        return {result_line(
+            R"({"sessions":[{"sessionId":"S.sub-1-ab","createdAt":10,"updatedAt":12,"lastSeq":9,"turns":1,)"
+            R"("running":false,"parentSessionId":"S"},{"sessionId":"S","createdAt":5,"updatedAt":12,"lastSeq":21,)"
+            R"("turns":2,"running":true}],"nextCursor":"12 S"})")};
+      }
+      return {result_line(
+          R"({"sessions":[{"sessionId":"old","createdAt":1,"updatedAt":1,"lastSeq":-1,"turns":0,"running":false}]})")};
+    }
+    if (method == "session/events") {
+      return {result_line(
+          R"({"events":[{"type":"step/start","seq":4,"time":1,"data":{"turn":0,"step":0}},)"
+          R"({"type":"step/end","seq":5,"time":1,"data":{"turn":0,"step":0}}],"lastSeq":21,"more":true})")};
+    }
+    if (method == "session/subscribe") {
+      return {
+          event_line("S", 8, "step/end", R"({"turn":0,"step":0})"),
+          event_line("other", 3, "step/end", R"({"turn":0,"step":0})"),  // not this subscription's
+          R"({"jsonrpc":"2.0","method":"subagent.started","params":{"parentSessionId":"S","childSessionId":"S.c"}})",
+          event_line("S.c", 0, "turn/start", "{}"),  // a child's events are not the subscription's either
+          event_line("S", 9, "turn/end", R"({"turn":0,"reason":{"kind":"completed"}})"),
+          result_line(R"({"lastSeq":9})"),
+      };
+    }
+    if (method == "ping") {
+      ++pings;
+      return {event_line("S", 9 + pings, "turn/start", R"({"turn":1})"), result_line("{}")};
+    }
+    if (method == "session/unsubscribe") return {result_line(R"({"unsubscribed":true})")};
+    return {R"({"jsonrpc":"2.0","id":$ID,"error":{"code":-32601,"message":"method not found"}})"};
+  };
+  Client client = connect_fake(io, server);
+  ReaderState state;
+  run_bounded(io, reader_calls(client, state));
+
+  // initialize: onDisconnect and the advertised methods.
+  REQUIRE(server.received.size() == 9);
+  CHECK(server.received[0].at("params").at("onDisconnect") == "continue");
+  CHECK(state.init.supports("session/subscribe"));
+  CHECK_FALSE(state.init.supports("session/events"));
+
+  // session/list: typed entries, the cursor passed back.
+  CHECK(server.received[1].at("params") == json::parse(R"({"limit":2})"));
+  REQUIRE(state.first.sessions.size() == 2);
+  const SessionSummary& child = state.first.sessions[0];
+  CHECK(child.session_id == "S.sub-1-ab");
+  CHECK(child.created_at == 10);
+  CHECK(child.updated_at == 12);
+  CHECK(child.last_seq == 9);
+  CHECK(child.turns == 1);
+  CHECK_FALSE(child.running);
+  CHECK(child.parent_session_id == std::optional<std::string>("S"));
+  CHECK(child.raw.at("sessionId") == "S.sub-1-ab");
+  CHECK(state.first.sessions[1].running);
+  CHECK_FALSE(state.first.sessions[1].parent_session_id);
+  CHECK(state.first.next_cursor == std::optional<std::string>("12 S"));
+  CHECK(server.received[2].at("params") == json::parse(R"({"cursor":"12 S"})"));
+  REQUIRE(state.second.sessions.size() == 1);
+  CHECK(state.second.sessions[0].last_seq == -1);
+  CHECK_FALSE(state.second.next_cursor);
+
+  // session/events: params as given (limit 0 leaves the daemon's default).
+  CHECK(server.received[3].at("params") == json::parse(R"({"sessionId":"S","afterSeq":3,"limit":2})"));
+  CHECK(server.received[4].at("params") == json::parse(R"({"sessionId":"S","afterSeq":-1})"));
+  REQUIRE(state.events.events.size() == 2);
+  CHECK(state.events.events[0].at("type") == "step/start");
+  CHECK(state.events.events[1].at("seq") == 5);
+  CHECK(state.events.last_seq == 21);
+  CHECK(state.events.more);
+
+  // session/subscribe: only this session's events, the replay before the response.
+  CHECK(server.received[5].at("params") == json::parse(R"({"sessionId":"S","afterSeq":7})"));
+  CHECK(state.subscribed_last_seq == 9);
+  CHECK(state.delivered_before_response == 2);
+  REQUIRE(state.delivered.size() == 3);
+  CHECK(state.delivered[0] == "S:8");
+  CHECK(state.delivered[1] == "S:9");
+  CHECK(state.delivered[2] == "S:10");      // live, after the response
+  CHECK(state.delivered_after_reset == 0);  // reset() stops the local delivery
+  CHECK(server.received[8].at("params") == json::parse(R"({"sessionId":"S"})"));
+  CHECK(state.unsubscribed);
+}
+
+namespace {
+
+asio::awaitable<void> subscribe_unknown(Client& client, int& code, std::size_t& delivered) {
+  NotificationHandler on_event = [&delivered](const Notification&) { ++delivered; };
+  std::string session = "nope";
+  std::optional<std::int64_t> after;  // absent: not sent
+  try {
+    co_await client.session_subscribe(std::move(session), after, std::move(on_event));
+  } catch (const RpcError& e) {
+    code = e.code();
+  }
+  // A stray event of that session after the refusal reaches nobody.
+  std::string ping = "ping";
+  json::value nothing;
+  co_await client.request(std::move(ping), std::move(nothing));
+}
+
+}  // namespace
+
+TEST_CASE("client: a refused session/subscribe throws RpcError and removes its handler") {
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object& request) -> std::vector<std::string> {
+    if (request.at("method") == "session/subscribe") {
+      return {R"({"jsonrpc":"2.0","id":$ID,"error":{"code":-32602,"message":"unknown session: nope","data":{"sessionId":"nope"}}})"};
+    }
+    return {event_line("nope", 0, "turn/start", "{}"), result_line("{}")};
+  };
+  Client client = connect_fake(io, server);
+  int code = 0;
+  std::size_t delivered = 0;
+  run_bounded(io, subscribe_unknown(client, code, delivered));
+  CHECK(code == -32602);
+  CHECK(delivered == 0);
+  CHECK(server.received[0].at("params") == json::parse(R"({"sessionId":"nope"})"));
+}
+
+namespace {
+
+asio::awaitable<void> expect_reader_protocol_error(Client& client, std::string method, bool& thrown) {
+  try {
+    if (method == "session/list") {
+      SessionListOptions options;
+      co_await client.session_list(std::move(options));
+    } else if (method == "session/events") {
+      std::string session = "S";
+      co_await client.session_events(std::move(session));
+    } else if (method == "session/subscribe") {
+      std::string session = "S";
+      std::optional<std::int64_t> after = -1;
+      NotificationHandler none;
+      co_await client.session_subscribe(std::move(session), after, std::move(none));
+    } else {
+      std::string session = "S";
+      co_await client.session_unsubscribe(std::move(session));
+    }
+  } catch (const ProtocolError&) {
+    thrown = true;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("client: malformed results of the session reader methods throw ProtocolError") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"session/list", R"({"sessions":{}})"},
+      {"session/list", R"({"sessions":[{"sessionId":"S"}]})"},
+      {"session/list", R"({"sessions":[{"sessionId":"S","createdAt":1,"updatedAt":1,"lastSeq":0,"turns":1,"running":"no"}]})"},
+      {"session/list", R"({"sessions":[],"nextCursor":5})"},
+      {"session/events", R"({"events":[],"more":false})"},
+      {"session/events", R"({"events":[7],"lastSeq":1,"more":false})"},
+      {"session/events", R"({"events":[{"type":"x","seq":"1"}],"lastSeq":1,"more":false})"},
+      {"session/events", R"({"events":[],"lastSeq":1.5,"more":false})"},
+      {"session/subscribe", R"({})"},
+      {"session/subscribe", R"([9])"},
+      {"session/unsubscribe", R"({"unsubscribed":1})"},
+  };
+  for (const auto& [method, bad] : cases) {
+    CAPTURE(method);
+    CAPTURE(bad);
+    asio::io_context io;
+    FakeServer server(io);
+    server.script = [bad = bad](const json::object&) { return std::vector<std::string>{result_line(bad)}; };
+    Client client = connect_fake(io, server);
+    bool thrown = false;
+    run_bounded(io, expect_reader_protocol_error(client, method, thrown));
+    CHECK(thrown);
+  }
+}
+
 TEST_CASE("client: parse_server_url") {
   harnessd::util::Url tcp = parse_server_url("tcp://127.0.0.1:7879");
   CHECK(tcp.scheme == "tcp");
@@ -410,13 +656,14 @@ std::string harnessd_path() {
 /// A harnessd listening on a network URL; SIGTERM and reaped at scope exit.
 class NetworkDaemon {
  public:
-  explicit NetworkDaemon(std::string scheme) {
+  explicit NetworkDaemon(std::string scheme, std::vector<std::string> store = {"--store", "memory"}) {
     const std::string ready = (std::filesystem::temp_directory_path() /
                                ("harness-client-test-" + std::to_string(::getpid()) + "-" + scheme + ".json"))
                                   .string();
     std::filesystem::remove(ready);
     std::vector<std::string> args{harnessd_path(), "--listen", scheme + "://127.0.0.1:0", "--ready-file", ready,
-                                  "--store", "memory", "--threads", "2", "--log-level", "warn"};
+                                  "--threads", "2", "--log-level", "warn"};
+    args.insert(args.end(), store.begin(), store.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -571,4 +818,129 @@ TEST_CASE("client: BlockingClient and BlockingHarness from a plain thread") {
   CHECK_FALSE(client->session_cancel("blocking").get());
   CHECK_THROWS_AS(client->request("no/such/method", nullptr).get(), RpcError);
   client->shutdown().get();
+}
+
+namespace {
+
+/// Collects a subscription's events on the client's thread; `ended` is set by
+/// the first turn/end.
+struct EventSink {
+  std::mutex mutex;
+  std::vector<json::object> events;
+  std::promise<void> ended;
+  bool ended_set = false;
+
+  NotificationHandler handler() {
+    return [this](const Notification& n) {
+      std::lock_guard lock(mutex);
+      events.push_back(n.params.at("event").as_object());
+      if (events.back().at("type") == "turn/end" && !ended_set) {
+        ended_set = true;
+        ended.set_value();
+      }
+    };
+  }
+  std::vector<std::int64_t> seqs() {
+    std::lock_guard lock(mutex);
+    std::vector<std::int64_t> out;
+    for (const auto& e : events) out.push_back(e.at("seq").as_int64());
+    return out;
+  }
+};
+
+std::vector<std::int64_t> range(std::int64_t from, std::int64_t to) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = from; i <= to; ++i) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("client: real harnessd session/list, session/events, session/subscribe and onDisconnect continue") {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() /
+                                     ("harness-client-test-sessions-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  {
+    NetworkDaemon daemon("tcp", {"--session-root", root.string()});
+    std::unique_ptr<BlockingClient> a = BlockingClient::connect(daemon.url());
+    const InitializeResult init = a->initialize().get();
+    if (!init.supports("session/subscribe")) {
+      MESSAGE("harnessd does not serve session/subscribe yet; skipped");
+      return;
+    }
+    CHECK(a->session_prompt("R", "hello").get().status == "ok");
+
+    // session/list
+    const SessionList list = a->session_list().get();
+    const auto r = std::find_if(list.sessions.begin(), list.sessions.end(),
+                                [](const SessionSummary& s) { return s.session_id == "R"; });
+    REQUIRE(r != list.sessions.end());
+    CHECK(r->last_seq == 9);
+    CHECK(r->turns == 1);
+    CHECK_FALSE(r->running);
+    CHECK(r->created_at > 0);
+    CHECK(r->updated_at >= r->created_at);
+
+    // session/events, whole and in pages
+    const SessionEvents all = a->session_events("R").get();
+    REQUIRE(all.events.size() == 10);
+    CHECK(all.events.front().at("type") == "turn/start");
+    CHECK(all.events.back().at("type") == "turn/end");
+    CHECK(all.last_seq == 9);
+    CHECK_FALSE(all.more);
+    const SessionEvents page = a->session_events("R", 2, 3).get();
+    REQUIRE(page.events.size() == 3);
+    CHECK(page.events.front().at("seq") == 3);
+    CHECK(page.more);
+    try {
+      a->session_events("no-such-session").get();
+      FAIL("session/events of an unknown session succeeded");
+    } catch (const RpcError& e) {
+      CHECK(e.code() == -32602);
+    }
+
+    // session/subscribe from another connection: replay, then live events.
+    std::unique_ptr<BlockingClient> b = BlockingClient::connect(daemon.url());
+    b->initialize().get();
+    EventSink replay;
+    SessionSubscription replayed = b->session_subscribe("R", 4, replay.handler()).get();
+    CHECK(replayed.last_seq == 9);
+    CHECK(replay.seqs() == range(5, 9));  // all before the response
+    CHECK(b->session_unsubscribe("R").get());
+    replayed.events.reset();
+
+    EventSink live;
+    SessionSubscription following = b->session_subscribe("R", 9, live.handler()).get();
+    CHECK(following.last_seq == 9);
+    CHECK(a->session_prompt("R", "@chunks 3 4").get().status == "ok");
+    REQUIRE(live.ended.get_future().wait_for(10s) == std::future_status::ready);
+    const std::vector<std::int64_t> seqs = live.seqs();
+    REQUIRE_FALSE(seqs.empty());
+    CHECK(seqs == range(10, seqs.back()));
+    CHECK(b->session_unsubscribe("R").get());
+    CHECK_FALSE(b->session_unsubscribe("R").get());
+
+    // onDisconnect continue: the turn outlives its connection; a subscriber sees it end.
+    std::unique_ptr<BlockingClient> c = BlockingClient::connect(daemon.url());
+    InitializeOptions detach;
+    detach.on_disconnect = OnDisconnect::continue_running;
+    c->initialize(detach).get();
+    std::future<SessionPromptResponse> detached = c->session_prompt("D", "@chunks 20 4\n@delay 20");
+    std::this_thread::sleep_for(100ms);  // the turn is running
+    c.reset();                           // the connection ends
+    CHECK_THROWS_AS(detached.get(), TransportClosed);
+    EventSink rest;
+    std::int64_t after = -1;
+    SessionSubscription resumed{};
+    try {
+      resumed = b->session_subscribe("D", after, rest.handler()).get();
+    } catch (const RpcError& e) {
+      FAIL("subscribe to the detached session failed: " << e.what());
+    }
+    REQUIRE(rest.ended.get_future().wait_for(10s) == std::future_status::ready);
+    std::lock_guard lock(rest.mutex);
+    CHECK(rest.events.back().at("data").at("reason").at("kind") == "completed");
+    CHECK(rest.events.front().at("seq") == 0);
+  }
+  std::filesystem::remove_all(root);
 }

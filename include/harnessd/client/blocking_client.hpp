@@ -37,6 +37,13 @@ class BlockingClient {
   std::future<SessionPromptResponse> session_prompt(std::string session_id, std::string text);
   std::future<bool> session_cancel(std::string session_id);
   std::future<void> shutdown();
+  std::future<SessionList> session_list(SessionListOptions options = {});
+  std::future<SessionEvents> session_events(std::string session_id, std::int64_t after_seq = -1,
+                                            std::int64_t limit = 0);
+  /// `on_event` runs on the background thread (see Client::session_subscribe).
+  std::future<SessionSubscription> session_subscribe(std::string session_id, std::optional<std::int64_t> after_seq,
+                                                     NotificationHandler on_event);
+  std::future<bool> session_unsubscribe(std::string session_id);
   std::future<void> close();
   Subscription subscribe(std::string session_id, NotificationHandler handler);
   ClientStats stats();

@@ -16,6 +16,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace harnessd::client {
 
@@ -44,6 +46,13 @@ struct Response {
   std::uint64_t frame_index = 0;
 };
 
+/// What the daemon does with this connection's running turns when the
+/// connection drops (protocol §4.6).
+enum class OnDisconnect {
+  cancel,            ///< "cancel" (the daemon's default): they end aborted, reason "connection closed"
+  continue_running,  ///< "continue": they run to their end detached, logged and seen by subscribers
+};
+
 struct InitializeOptions {
   std::optional<std::string> cwd;
   std::optional<std::string> provider;
@@ -53,14 +62,59 @@ struct InitializeOptions {
   std::optional<std::string> client_version;
   std::optional<std::int64_t> protocol_version = 1;
   std::optional<std::string> auth_token;
+  /// Absent: not sent, the daemon's default (cancel) applies.
+  std::optional<OnDisconnect> on_disconnect;
 };
 
 struct InitializeResult {
   std::string server_name;  ///< wire-stable "deepseek-harness-sdk-runtime"
   std::string server_version;
   std::int64_t protocol_version = 0;
+  /// capabilities.methods: the requests this daemon serves (empty if it sent none).
+  std::vector<std::string> methods;
   boost::json::object raw;  ///< the whole result, capabilities included
+
+  /// True when capabilities.methods lists `method` (e.g. "session/subscribe").
+  bool supports(std::string_view method) const;
 };
+
+/// session/list parameters; unset fields are not sent (daemon defaults).
+struct SessionListOptions {
+  std::optional<std::int64_t> limit;   ///< 1..1000, daemon default 100
+  std::optional<std::string> cursor;   ///< a SessionList::next_cursor
+};
+
+/// One entry of session/list.
+struct SessionSummary {
+  std::string session_id;
+  std::int64_t created_at = 0;  ///< epoch ms, from the log header
+  std::int64_t updated_at = 0;  ///< epoch ms of the last logged event (or created_at)
+  std::int64_t last_seq = -1;   ///< -1: no events yet
+  std::int64_t turns = 0;       ///< turns started
+  bool running = false;         ///< a turn runs or waits on the daemon now (detached ones too)
+  std::optional<std::string> parent_session_id;  ///< set for child (subagent) sessions
+  boost::json::object raw;      ///< the entry as the daemon sent it
+};
+
+/// One page of session/list, most recently updated first.
+struct SessionList {
+  std::vector<SessionSummary> sessions;
+  /// Present when more sessions follow: pass it back as SessionListOptions::cursor.
+  std::optional<std::string> next_cursor;
+};
+
+/// One page of session/events, oldest first.
+struct SessionEvents {
+  /// Each is the `params.event` of the event's session.event notification:
+  /// {type, seq, time, data}.
+  std::vector<boost::json::object> events;
+  std::int64_t last_seq = -1;  ///< the session's last logged seq when the page was read
+  bool more = false;           ///< events after the page's last one exist
+};
+
+/// Throw ProtocolError unless `result` has the documented shape.
+SessionList parse_session_list_result(const boost::json::value& result);
+SessionEvents parse_session_events_result(const boost::json::value& result);
 
 /// The validated answer to session/prompt.
 struct SessionPromptResponse {
@@ -104,6 +158,18 @@ class Subscription {
   std::uint64_t id_ = 0;
 };
 
+/// The answer to session/subscribe, with the local handler that receives the
+/// subscription's events.
+struct SessionSubscription {
+  /// The daemon's `lastSeq`: every event up to it was replayed before the
+  /// response (so the handler has seen those already); later ones are live.
+  std::int64_t last_seq = -1;
+  /// Delivers the session's session.event notifications to the handler
+  /// given to session_subscribe(). Resetting it only stops the local
+  /// delivery; session_unsubscribe() ends the daemon's subscription.
+  Subscription events;
+};
+
 /// A connection to one daemon.
 ///
 /// Threading: the client lives on the executor it was created with, which
@@ -143,6 +209,34 @@ class Client {
 
   /// `shutdown`: the daemon lets this connection's turns settle, then answers.
   boost::asio::awaitable<void> shutdown();
+
+  /// `session/list`: one page of the daemon's sessions, most recently updated
+  /// first. Page on with the result's next_cursor until it is absent.
+  boost::asio::awaitable<SessionList> session_list(SessionListOptions options);
+
+  /// `session/events`: logged events of a session with seq > after_seq
+  /// (-1: from the start), at most `limit` (1..1000; 0: the daemon's default
+  /// of 200). An unknown session is RpcError -32602 "unknown session: ID".
+  boost::asio::awaitable<SessionEvents> session_events(std::string session_id, std::int64_t after_seq = -1,
+                                                       std::int64_t limit = 0);
+
+  /// `session/subscribe`: follow a session that any connection runs. `on_event`
+  /// (may be empty) is registered before the request goes out and then sees,
+  /// in seq order, every session.event of exactly this session: first the
+  /// logged events with seq > after_seq (replayed before the response; absent
+  /// after_seq replays nothing), then live ones, until the returned
+  /// SessionSubscription::events is reset or the connection ends. It runs on
+  /// the client's executor like subscribe()'s handlers. Errors: RpcError
+  /// -32602 (unknown session, already subscribed, too many subscriptions);
+  /// the local handler is removed then.
+  boost::asio::awaitable<SessionSubscription> session_subscribe(std::string session_id,
+                                                                std::optional<std::int64_t> after_seq,
+                                                                NotificationHandler on_event);
+
+  /// `session/unsubscribe`: true when this connection was subscribed. No event
+  /// of the session arrives through the subscription after it returns (events
+  /// of this connection's own prompts still do).
+  boost::asio::awaitable<bool> session_unsubscribe(std::string session_id);
 
   /// Calls `handler` for every notification whose params.sessionId,
   /// params.parentSessionId or params.childSessionId is `session_id`, and
