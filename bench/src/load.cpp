@@ -5,6 +5,7 @@
 
 #include "frame_scan.hpp"
 #include "proc_stats.hpp"
+#include "subscribers.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -705,12 +706,16 @@ Results run_load(const Options& given) {
     shared.period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(sessions / opt.rate));
   }
   Latch& done = runner.start(opt.rate > 0 ? Plan::open : Plan::closed);
+  std::optional<SubscriberGroup> subscribers;
+  if (opt.subscribers > 0) subscribers.emplace(opt, fmt::format("{}-0-0", shared.run_id));
 
   std::this_thread::sleep_until(shared.t_warm);
+  if (subscribers) subscribers->begin_window();
   const ProcSample warm = sample_processes(pids);
   const double client_warm = self_cpu_seconds();
   const double machine_warm = machine_busy_seconds();
   std::this_thread::sleep_until(shared.t_end);
+  if (subscribers) subscribers->end_window();
   const ProcSample end = sample_processes(pids);
   const double client_end = self_cpu_seconds();
   const double machine_end = machine_busy_seconds();
@@ -722,6 +727,7 @@ Results run_load(const Options& given) {
   sample_metrics(opt, m_after, r);
   runner.stop();
   runner.collect(r);
+  if (subscribers) subscribers->finish(r, opt.duration);
 
   r.window_seconds = opt.duration;
   r.prompts_per_s = static_cast<double>(r.prompts) / opt.duration;

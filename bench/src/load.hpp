@@ -29,6 +29,7 @@ struct Options {
   std::string metrics_url;
   std::string json_path;
   std::string label;
+  int subscribers = 0;  ///< connections that follow session 0 of connection 0
   int idle_connections = 0;
   int idle_sessions = 0;
   double idle_hold = 3;       ///< seconds the idle connections/sessions are held before sampling
@@ -64,6 +65,10 @@ struct Results {
   std::vector<std::string> messages;  ///< the first error / failure messages
   LatencySummary first_notification;
   LatencySummary response;
+  // --subscribers
+  int subscribers = 0, subscribers_subscribed = 0, subscribers_cut = 0;
+  std::uint64_t subscriber_notifications = 0, subscriber_gaps = 0;
+  double subscriber_notifications_per_s = 0;
   // the server, from /proc (when a pid is known)
   bool have_server = false;
   double server_cpu_seconds = 0;  ///< in the window

@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
                  "http://HOST:PORT/metrics of harnessd: report frames per write and writes per notification");
   app.add_option("--json", opt.json_path, "write every figure to this JSON file");
   app.add_option("--label", opt.label, "free text copied into the report");
+  app.add_option("--subscribers", opt.subscribers,
+                 "load mode: N more connections session/subscribe to the first connection's first session and "
+                 "check that its events reach them without a gap (harnessd only)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--idle-connections", opt.idle_connections,
                  "memory mode: open N connections, initialize them, hold them idle, report server RSS per connection")
       ->check(CLI::PositiveNumber);
@@ -103,7 +107,8 @@ int main(int argc, char** argv) {
 
   std::signal(SIGPIPE, SIG_IGN);
   const std::uint64_t fds = bench::raise_fd_limit();
-  const std::uint64_t needed = static_cast<std::uint64_t>(std::max(opt.connections, opt.idle_connections)) *
+  const std::uint64_t needed = static_cast<std::uint64_t>(opt.subscribers) +
+                               static_cast<std::uint64_t>(std::max(opt.connections, opt.idle_connections)) *
                                    (opt.target.kind == bench::Target::Kind::stdio ? 2 : 1) +
                                64;
   if (fds != 0 && fds < needed) {

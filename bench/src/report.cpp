@@ -64,6 +64,12 @@ void print_report(std::ostream& out, const Options& opt, const Results& r) {
     } else {
       add("server        (no pid: CPU and RSS not sampled)\n");
     }
+    if (r.subscribers > 0) {
+      add(fmt::format("subscribers   {} of {} subscribed, {} cut off; {:.0f} notifications/s delivered to them, "
+                      "{} seq gaps\n",
+                      r.subscribers_subscribed, r.subscribers, r.subscribers_cut, r.subscriber_notifications_per_s,
+                      r.subscriber_gaps));
+    }
     if (r.have_metrics) {
       add(fmt::format("writes        {} frames in {} writes: {:.2f} frames/write, {:.4f} writes/notification\n",
                       r.frames_written, r.writes, r.frames_per_write, r.writes_per_notification));
@@ -112,6 +118,11 @@ void write_json(const std::string& path, const Options& opt, const Results& r) {
   o["notifications"] = r.notifications;
   o["bytes_received"] = r.bytes;
   o["prompts_per_s"] = r.prompts_per_s;
+  o["subscribers"] = r.subscribers;
+  o["subscribers_subscribed"] = r.subscribers_subscribed;
+  o["subscribers_cut"] = r.subscribers_cut;
+  o["subscriber_notifications_per_s"] = r.subscriber_notifications_per_s;
+  o["subscriber_gaps"] = r.subscriber_gaps;
   o["notifications_per_s"] = r.notifications_per_s;
   o["mb_per_s"] = r.mb_per_s;
   o["prompts_sent"] = r.prompts_sent;

@@ -61,3 +61,40 @@ TEST_CASE("initialize params are all optional and validated when present") {
   CHECK(*full.max_tokens == 10);
   CHECK(*full.auth_token == "t");
 }
+
+TEST_CASE("session/list, session/events and session/subscribe params: defaults and bounds") {
+  auto list = [](const json::value& v) { return json::value_to<ListParams>(v); };
+  const ListParams defaults = list(json::value());
+  CHECK(defaults.limit == 100);
+  CHECK_FALSE(defaults.cursor);
+  CHECK(invalid_params_message(list, R"({"limit":0})") == "params.limit must be within 1..1000");
+  CHECK(invalid_params_message(list, R"({"limit":1001})") == "params.limit must be within 1..1000");
+  CHECK(invalid_params_message(list, R"({"limit":"5"})") == "params.limit must be an integer");
+  CHECK(invalid_params_message(list, R"({"cursor":5})") == "params.cursor must be a string");
+
+  auto events = [](const json::value& v) { return json::value_to<EventsParams>(v); };
+  const EventsParams e = events(json::parse(R"({"sessionId":"s"})"));
+  CHECK(e.after_seq == -1);
+  CHECK(e.limit == 200);
+  CHECK(invalid_params_message(events, R"({"sessionId":"s","afterSeq":-2})") == "params.afterSeq must be -1 or more");
+  CHECK(invalid_params_message(events, R"({"afterSeq":3})") == "params.sessionId is required");
+
+  auto subscribe = [](const json::value& v) { return json::value_to<SubscribeParams>(v); };
+  CHECK_FALSE(subscribe(json::parse(R"({"sessionId":"s"})")).after_seq);
+  CHECK(subscribe(json::parse(R"({"sessionId":"s","afterSeq":-1})")).after_seq == -1);
+}
+
+TEST_CASE("initialize onDisconnect is cancel or continue") {
+  auto init = [](const json::value& v) { return json::value_to<InitializeParams>(v); };
+  CHECK(init(json::parse("{}")).on_disconnect == OnDisconnect::cancel);
+  CHECK(init(json::parse(R"({"onDisconnect":"continue"})")).on_disconnect == OnDisconnect::continue_running);
+  CHECK(init(json::parse(R"({"onDisconnect":"cancel"})")).on_disconnect == OnDisconnect::cancel);
+  CHECK(invalid_params_message(init, R"({"onDisconnect":"stay"})") ==
+        R"(params.onDisconnect must be "cancel" or "continue")");
+}
+
+TEST_CASE("a page of events is written with the log's bytes as they are") {
+  const EventsResult page{.events = {R"({"seq":3,"x":1.50})", R"({"seq":4})"}, .last_seq = 9, .more = true};
+  CHECK(to_json_text(page) == R"({"events":[{"seq":3,"x":1.50},{"seq":4}],"lastSeq":9,"more":true})");
+  CHECK(to_json_text(EventsResult{}) == R"({"events":[],"lastSeq":-1,"more":false})");
+}
