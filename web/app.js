@@ -1,18 +1,37 @@
 // harnessd web UI: a JSON-RPC client over the daemon's WebSocket (same host
 // and port that served this page) that drives sessions and renders their
-// streamed events. Plain browser JavaScript, no build step, no dependencies.
-// Wire contract: PROTOCOL.md (the page only sends requests; the daemon only
-// answers and notifies).
+// events. Plain browser JavaScript, no build step, no dependencies.
+// Wire contract: docs/protocol.md (the page only sends requests; the daemon
+// only answers and notifies).
+//
+// With a daemon that offers session/list, session/events and
+// session/subscribe (capabilities.methods), the page lists the daemon's
+// sessions in a sidebar, rebuilds a session's transcript from its log (the
+// newest page first, older pages on demand) and follows the session it shows,
+// so turns started elsewhere (another tab, a page before a reload) stream
+// here too. Without them it works as a plain client of its own prompts and
+// keeps a short history of them in localStorage.
 
-const CLIENT_INFO = { name: 'harnessd-web', version: '0.1.0' };
+const CLIENT_INFO = { name: 'harnessd-web', version: '0.2.0' };
 const STORE_SESSIONS = 'harnessd.sessions';
 const STORE_CURRENT = 'harnessd.currentSession';
 const STORE_HISTORY = 'harnessd.history.';
 const HISTORY_TURNS = 30;
 const HISTORY_TEXT_CHARS = 8000;
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 15000];
+const SIDEBAR_REFRESH_MS = 5000;
 
 const pageParams = new URLSearchParams(location.search);
+
+function intParam(name, fallback, min, max) {
+  const v = Number(pageParams.get(name));
+  return Number.isInteger(v) && v >= min && v <= max ? v : fallback;
+}
+
+/** Events per session/events page (?pageSize=N overrides, 1..1000). */
+const EVENTS_PAGE = intParam('pageSize', 200, 1, 1000);
+/** Sessions per session/list page (?listPageSize=N overrides, 1..1000). */
+const LIST_PAGE = intParam('listPageSize', 50, 1, 1000);
 
 // ---- small DOM helpers ----------------------------------------------------
 
@@ -54,6 +73,15 @@ function formatDuration(ms) {
   return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
 }
 
+function timeAgo(ms) {
+  if (!Number.isFinite(ms)) return '';
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 45) return 'just now';
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return new Date(ms).toLocaleDateString();
+}
+
 /** "completed", "aborted: cancelled", "error: boom (E42)" */
 function describeReason(reason) {
   if (!reason || typeof reason !== 'object') return '';
@@ -62,6 +90,14 @@ function describeReason(reason) {
   if (detail) s += `: ${detail}`;
   if (reason.code !== undefined) s += ` (${reason.code})`;
   return s;
+}
+
+function statusOfReason(reason) {
+  switch (reason?.kind) {
+    case 'completed': return 'ok';
+    case 'aborted': return 'aborted';
+    default: return 'error';
+  }
 }
 
 // ---- JSON-RPC client over WebSocket with reconnect -------------------------
@@ -79,6 +115,8 @@ class ConnectionLost extends Error {
     super('connection lost');
   }
 }
+
+const isUnknownSession = (err) => err instanceof RpcError && err.code === -32602 && /unknown session/.test(err.message);
 
 function socketUrl() {
   const override = pageParams.get('ws');
@@ -102,6 +140,14 @@ class RpcClient {
     this.retryTimer = null;
     this.ready = false;
     this.serverInfo = null;
+    this.methods = new Set();
+    /** Counts successful initializes: subscriptions belong to one connection. */
+    this.epoch = 0;
+  }
+
+  /** True when the daemon announced `method` in capabilities.methods. */
+  has(method) {
+    return this.methods.has(method);
   }
 
   connect() {
@@ -136,11 +182,25 @@ class RpcClient {
   }
 
   async initialize(ws) {
+    // Turns this page starts keep running when the page goes away (reload,
+    // network loss); the page picks them up again through session/subscribe.
+    const params = { clientInfo: CLIENT_INFO, protocolVersion: 1, onDisconnect: 'continue' };
     try {
-      const result = await this.request('initialize', { clientInfo: CLIENT_INFO, protocolVersion: 1 });
+      let result;
+      try {
+        result = await this.request('initialize', params);
+      } catch (err) {
+        // A daemon that predates onDisconnect and checks its params strictly.
+        if (!(err instanceof RpcError && err.code === -32602 && /onDisconnect/.test(err.message))) throw err;
+        delete params.onDisconnect;
+        result = await this.request('initialize', params);
+      }
       if (this.ws !== ws) return;
       this.serverInfo = result?.serverInfo ?? null;
+      const methods = result?.capabilities?.methods;
+      this.methods = new Set(Array.isArray(methods) ? methods.filter((m) => typeof m === 'string') : []);
       this.attempt = 0;
+      this.epoch += 1;
       this.ready = true;
       this.onState('connected');
     } catch (err) {
@@ -180,6 +240,19 @@ class RpcClient {
       if (params !== undefined) frame.params = params;
       ws.send(JSON.stringify(frame));
     });
+  }
+
+  /** A request of an optional method: a -32601 answer withdraws the method. */
+  async optional(method, params) {
+    try {
+      return await this.request(method, params);
+    } catch (err) {
+      if (err instanceof RpcError && err.code === -32601) {
+        this.methods.delete(method);
+        document.body.dataset.methods = [...this.methods].join(' ');
+      }
+      throw err;
+    }
   }
 
   onFrame(text) {
@@ -241,6 +314,9 @@ const sessionStore = {
     const v = loadJson(STORE_SESSIONS, []);
     return Array.isArray(v) ? v.filter((s) => s && typeof s.id === 'string') : [];
   },
+  get(id) {
+    return this.list().find((s) => s.id === id);
+  },
   upsert(id, patch = {}) {
     const list = this.list();
     let entry = list.find((s) => s.id === id);
@@ -272,7 +348,7 @@ const sessionStore = {
 const autoScroll = {
   pending: false,
   stick: true,
-  ourTop: -1,
+  ourTop: NaN,
   request() {
     if (this.pending) return;
     this.pending = true;
@@ -285,7 +361,7 @@ const autoScroll = {
   },
   onScroll() {
     if (Math.abs(transcriptEl.scrollTop - this.ourTop) < 2) return;
-    this.ourTop = -1;
+    this.ourTop = NaN;
     this.stick = transcriptEl.scrollHeight - transcriptEl.scrollTop - transcriptEl.clientHeight < 40;
   },
 };
@@ -358,9 +434,11 @@ class ToolCard {
 }
 
 class StepView {
-  constructor(turn, step) {
+  /** @param partial  the step's first events were not seen (an older page not loaded) */
+  constructor(turn, step, partial) {
     this.turn = turn;
     this.step = step;
+    this.partial = partial;
     this.blocks = new Map(); // index -> { type, el, text, card }
     this.streamed = false;
     this.el = h('div', { class: 'step', 'data-step': String(step) });
@@ -401,7 +479,7 @@ class StepView {
         break;
       case 'tool-call-delta': {
         const card = this.block(c.index, 'tool-call').card;
-        card.setId(c.id ?? c.callId);
+        card.setId(c.id);
         card.setName(c.name);
         const delta = c.argumentsDelta ?? c.arguments ?? c.delta;
         if (typeof delta === 'string') card.appendArgs(delta);
@@ -423,17 +501,21 @@ class StepView {
     }
   }
 
-  /** `assistant/message`: render its content if nothing was streamed. */
+  /**
+   * `assistant/message`: render its content if nothing was streamed, or if
+   * the step's first chunks were never seen (then the message is the whole).
+   */
   message(data) {
     if (data?.usage) this.turn.usage = data.usage;
-    if (this.streamed || !Array.isArray(data?.content)) return;
+    if ((this.streamed && !this.partial) || !Array.isArray(data?.content)) return;
     data.content.forEach((blk, i) => {
-      if (blk.type === 'text') this.block(i, 'text').text.appendData(blk.text ?? '');
-      else if (blk.type === 'reasoning') this.block(i, 'reasoning').text.appendData(blk.text ?? '');
-      else if (blk.type === 'tool-call') {
+      if (blk.type === 'text' || blk.type === 'reasoning') {
+        this.block(i, blk.type).text.data = String(blk.text ?? '');
+      } else if (blk.type === 'tool-call') {
         const card = this.block(i, 'tool-call').card;
         card.setId(blk.id);
         card.setName(blk.name);
+        card.args = '';
         card.appendArgs(typeof blk.arguments === 'string' ? blk.arguments : JSON.stringify(blk.arguments));
       }
     });
@@ -454,45 +536,55 @@ class StepView {
 class TurnView {
   /**
    * @param sessionId  the session this turn runs in
-   * @param prompt     the user's text (root turns), or null for a subagent
+   * @param prompt     the user's text when known up front (a prompt of this page)
    * @param nested     true inside a subagent node
+   * @param partial    the turn's first events are on an older page, not loaded
    */
-  constructor(sessionId, prompt, { nested = false } = {}) {
+  constructor(sessionId, { prompt = null, nested = false, partial = false } = {}) {
     this.sessionId = sessionId;
     this.nested = nested;
+    this.partial = partial;
+    this.local = prompt !== null;
     this.steps = new Map();
     this.toolCards = new Map();
     this.subagents = new Map();
     this.startedAt = performance.now();
+    this.t0 = null; // turn/start time (epoch ms)
+    this.t1 = null; // turn/end time
     this.usage = null;
     this.reason = null;
     this.body = h('div', { class: 'assistant-body' });
     this.footer = h('div', { class: 'turn-footer' }, statusBadge('running', 'running'),
-      h('span', { class: 'turn-reason', text: 'waiting for the model…' }));
+      h('span', { class: 'turn-reason', text: partial ? 'running…' : 'waiting for the model…' }));
     this.el = h('article', {
-      class: `turn${nested ? ' nested' : ''}`,
+      class: `turn${nested ? ' nested' : ''}${partial ? ' partial' : ''}`,
       'data-testid': nested ? 'subagent-turn' : 'turn',
       'data-session': sessionId,
-      'data-phase': 'pending',
+      'data-phase': partial ? 'running' : 'pending',
     });
-    if (prompt !== null) {
-      this.el.append(h('div', { class: 'msg user' },
-        h('div', { class: 'role', text: 'You' }),
-        h('div', { class: 'user-text', text: prompt })));
-    } else {
+    if (nested) {
       this.promptEl = h('div', { class: 'subagent-prompt' });
       this.el.append(this.promptEl);
+    } else {
+      if (partial) {
+        this.el.append(h('div', { class: 'partial-note', 'data-testid': 'partial-note',
+          text: 'The start of this turn is on an earlier page.' }));
+      }
+      this.userTextEl = h('div', { class: 'user-text', 'data-testid': 'user-text', text: prompt ?? '' });
+      this.userEl = h('div', { class: 'msg user', hidden: prompt === null },
+        h('div', { class: 'role', text: 'You' }), this.userTextEl);
+      this.el.append(this.userEl);
     }
     this.assistantEl = h('div', { class: 'msg assistant' },
       nested ? null : h('div', { class: 'role', text: 'Assistant' }), this.body);
     this.el.append(this.assistantEl, this.footer);
   }
 
-  stepView(step) {
+  stepView(step, fromStart = false) {
     const n = Number.isInteger(step) ? step : 0;
     let s = this.steps.get(n);
     if (!s) {
-      s = new StepView(this, n);
+      s = new StepView(this, n, this.partial && !fromStart);
       this.steps.set(n, s);
       this.body.append(s.el);
     }
@@ -503,14 +595,21 @@ class TurnView {
     const d = ev?.data ?? {};
     switch (ev?.type) {
       case 'turn/start':
+        if (Number.isFinite(ev.time)) this.t0 = ev.time;
         this.el.dataset.phase = 'running';
+        if (Number.isInteger(d.turn)) this.el.dataset.turn = String(d.turn);
         this.footer.querySelector('.turn-reason').textContent = 'running…';
         break;
       case 'user/message':
-        if (this.promptEl) this.promptEl.textContent = blocksText(d.content);
+        if (this.nested) {
+          this.promptEl.textContent = blocksText(d.content);
+        } else {
+          this.userTextEl.textContent = blocksText(d.content);
+          this.userEl.hidden = false;
+        }
         break;
       case 'step/start':
-        this.stepView(d.step);
+        this.stepView(d.step, true);
         break;
       case 'assistant/chunk':
         this.stepView(d.step).chunk(d.chunk);
@@ -531,9 +630,10 @@ class TurnView {
         this.stepView(d.step).el.classList.add('done');
         break;
       case 'turn/end':
+        if (Number.isFinite(ev.time)) this.t1 = ev.time;
         this.reason = d.reason ?? null;
         this.el.dataset.phase = 'ended';
-        if (this.nested) this.settle(statusOfReason(this.reason), describeReason(this.reason));
+        this.settle(statusOfReason(this.reason), describeReason(this.reason));
         break;
       default:
         break;
@@ -558,7 +658,13 @@ class TurnView {
     return node;
   }
 
-  /** Show the final status of the turn (from the response, or turn/end for subagents). */
+  durationMs() {
+    if (this.t0 !== null && this.t1 !== null) return this.t1 - this.t0;
+    if (this.local) return performance.now() - this.startedAt;
+    return null;
+  }
+
+  /** Show the final status of the turn (from turn/end, or a prompt's answer). */
   settle(status, detail) {
     this.el.dataset.phase = 'ended';
     this.el.dataset.status = status;
@@ -566,7 +672,8 @@ class TurnView {
     this.assistantEl.hidden = !this.nested && this.body.textContent.trim() === '';
     const bits = [];
     if (detail) bits.push(detail);
-    if (!this.nested) bits.push(formatDuration(performance.now() - this.startedAt));
+    const ms = this.nested ? null : this.durationMs();
+    if (ms !== null) bits.push(formatDuration(ms));
     const u = this.usage;
     if (u && typeof u === 'object') {
       const inT = u.inputTokens ?? u.input_tokens ?? u.promptTokens;
@@ -575,6 +682,12 @@ class TurnView {
     }
     this.footer.replaceChildren(statusBadge(status), h('span', { class: 'turn-reason', text: bits.join(' · ') }));
     autoScroll.request();
+  }
+
+  /** The turn runs on but this page lost its connection; it follows again once back. */
+  detach() {
+    this.footer.replaceChildren(statusBadge('running', 'detached'),
+      h('span', { class: 'turn-reason', text: 'connection lost: the turn continues on the daemon…' }));
   }
 
   finalText() {
@@ -589,14 +702,15 @@ class TurnView {
 class SubagentView {
   constructor(childId) {
     this.childId = childId;
-    this.turn = new TurnView(childId, null, { nested: true });
+    this.turn = new TurnView(childId, { nested: true });
     this.badge = statusBadge('running', 'running');
     this.stopEl = h('span', { class: 'subagent-stop' });
     this.el = h('div', { class: 'subagent', 'data-testid': 'subagent', 'data-session': childId, 'data-status': 'running' },
       h('div', { class: 'subagent-head' },
         h('span', { class: 'subagent-icon', 'aria-hidden': 'true', text: '↳' }),
         h('span', { class: 'subagent-label', text: 'subagent' }),
-        h('span', { class: 'subagent-id', title: childId, text: shortId(childId) }),
+        h('button', { type: 'button', class: 'subagent-id link', title: `Open ${childId}`, text: shortId(childId),
+          onclick: () => switchSession(childId) }),
         this.badge, this.stopEl),
       this.turn.el);
   }
@@ -611,22 +725,304 @@ class SubagentView {
   }
 }
 
-function statusOfReason(reason) {
-  switch (reason?.kind) {
-    case 'completed': return 'ok';
-    case 'aborted': return 'aborted';
-    default: return 'error';
-  }
-}
-
 function restoredTurn(entry) {
-  const view = new TurnView('', entry.prompt ?? '');
+  const view = new TurnView('', { prompt: entry.prompt ?? '' });
   view.el.classList.add('restored');
   view.el.setAttribute('data-testid', 'restored-turn');
   if (entry.text) view.stepView(0).block(0, 'text').text.appendData(entry.text);
   view.footer.replaceChildren(statusBadge(entry.status ?? 'ok'),
     h('span', { class: 'turn-reason', text: `${entry.detail ?? ''}${entry.at ? ` · ${new Date(entry.at).toLocaleString()}` : ''}` }));
   return view.el;
+}
+
+// ---- one session's transcript, built from its events ------------------------
+
+/**
+ * The transcript of one session: its events, deduplicated by `seq`, grouped
+ * into turns. The events shown are the contiguous range lo..hi: the newest
+ * page first, older pages prepended on demand, live events appended.
+ */
+class Transcript {
+  constructor(id) {
+    this.id = id;
+    this.lo = null;
+    this.hi = null;
+    this.groups = [];        // { view, ended, partial, events (first group only, while partial) }
+    this.pending = [];       // prompts of this page waiting for their turn's user/message
+    this.noEarlier = false;  // the daemon keeps nothing before lo
+    this.gen = 0;            // bumped when the history is replaced: stale loads are dropped
+    this.syncing = false;
+    this.syncToken = 0;
+    this.loadingEarlier = false;
+    this.localHistoryShown = false;
+    this.earlierBtn = h('button', { type: 'button', class: 'btn btn-small load-earlier', 'data-testid': 'load-earlier',
+      text: 'Load earlier events', hidden: true, onclick: () => this.loadEarlier() });
+    this.topNote = h('div', { class: 'history-note', hidden: true });
+    this.topEl = h('div', { class: 'transcript-top' }, this.earlierBtn, this.topNote);
+    this.emptyEl = emptyState(id);
+    this.listEl = h('div', { class: 'turns' });
+    this.el = h('div', { class: 'session-view', 'data-session': id }, this.topEl, this.emptyEl, this.listEl);
+    this.renderEdges();
+  }
+
+  /** The group of the turn running now, if any. */
+  liveGroup() {
+    const g = this.groups.at(-1);
+    return g && !g.ended ? g : null;
+  }
+
+  canLoadEarlier() {
+    return rpc.ready && rpc.has('session/events') && this.lo !== null && this.lo > 0 && !this.noEarlier;
+  }
+
+  renderEdges() {
+    this.earlierBtn.hidden = !this.canLoadEarlier();
+    this.earlierBtn.disabled = this.loadingEarlier;
+    this.earlierBtn.textContent = this.loadingEarlier ? 'Loading…' : 'Load earlier events';
+    const empty = this.groups.length === 0 && this.pending.length === 0 && this.listEl.childElementCount === 0;
+    this.emptyEl.hidden = !empty || this.syncing;
+    this.el.dataset.firstSeq = this.lo ?? '';
+    this.el.dataset.lastSeq = this.hi ?? '';
+  }
+
+  setNote(text) {
+    this.topNote.textContent = text ?? '';
+    this.topNote.hidden = !text;
+  }
+
+  /**
+   * A live or replayed event. Returns false for one already shown (same seq).
+   * @param live  true for notifications (they update status line and sidebar)
+   */
+  append(ev, live) {
+    if (!ev || typeof ev !== 'object') return false;
+    if (Number.isInteger(ev.seq)) {
+      if (this.hi !== null && ev.seq <= this.hi) return false;
+      if (this.lo === null) this.lo = ev.seq;
+      this.hi = ev.seq;
+    }
+    this.apply(ev, this.groups, this.listEl, live);
+    this.renderEdges();
+    return true;
+  }
+
+  /** Feeds one event into `groups` (whose elements live in `container`). */
+  apply(ev, groups, container, live) {
+    let g = groups.at(-1);
+    if (ev.type === 'turn/start' || !g || g.ended) {
+      if (g && !g.ended) {
+        // The previous turn's end was never notified (log recovery after a
+        // crash writes an `interrupted` turn/end only to the log).
+        g.ended = true;
+        g.view.settle('error', 'interrupted');
+      }
+      const partial = ev.type !== 'turn/start';
+      g = { view: new TurnView(this.id, { partial }), ended: false, partial, events: partial ? [] : null };
+      groups.push(g);
+      container.append(g.view.el);
+    }
+    if (g.events) g.events.push(ev);
+    g.view.event(ev);
+    if (ev.type === 'user/message' && !g.partial) this.adopt(g, blocksText(ev.data?.content));
+    if (ev.type === 'turn/start' && live) {
+      setTurnStatus(this.id, 'running', 'running…');
+      sidebar.render();
+      sidebar.soon();
+    }
+    if (ev.type === 'turn/end') {
+      g.ended = true;
+      if (live) {
+        const status = statusOfReason(g.view.reason);
+        const detail = describeReason(g.view.reason);
+        setTurnStatus(this.id, status, detail ? `${status} · ${detail}` : status);
+        state.cancelling.delete(this.id);
+        sidebar.render();
+        sidebar.soon();
+      }
+    }
+    if (live && (ev.type === 'turn/start' || ev.type === 'turn/end')) updateControls();
+  }
+
+  /** A prompt of this page shows as a placeholder until its turn's events arrive. */
+  addPending(text) {
+    const p = { text, view: new TurnView(this.id, { prompt: text }), group: null };
+    this.pending.push(p);
+    this.listEl.append(p.view.el);
+    this.renderEdges();
+    return p;
+  }
+
+  /** The turn whose user/message matches a waiting prompt replaces its placeholder. */
+  adopt(g, text) {
+    const i = this.pending.findIndex((p) => !p.group && p.text === text);
+    if (i < 0) return;
+    const p = this.pending[i];
+    p.group = g;
+    g.view.local = true;
+    g.view.startedAt = p.view.startedAt;
+    p.view.el.remove();
+  }
+
+  dropPending(p) {
+    const i = this.pending.indexOf(p);
+    if (i >= 0) this.pending.splice(i, 1);
+    this.renderEdges();
+  }
+
+  /** Forget the shown range (the DOM stays): the daemon lost or replaced this history. */
+  detachHistory(note) {
+    const live = this.liveGroup();
+    if (live) {
+      live.ended = true;
+      live.view.settle('error', 'interrupted');
+    }
+    if (this.listEl.childElementCount) this.listEl.append(h('div', { class: 'history-divider', title: note }));
+    this.groups = [];
+    this.lo = null;
+    this.hi = null;
+    this.noEarlier = false;
+    this.gen += 1;
+    this.renderEdges();
+  }
+
+  /** Drop everything shown (the daemon has too much we missed: reload the newest page). */
+  clear() {
+    this.groups = [];
+    this.pending = [];
+    this.lo = null;
+    this.hi = null;
+    this.noEarlier = false;
+    this.gen += 1;
+    this.listEl.replaceChildren();
+    this.setNote('');
+    this.renderEdges();
+  }
+
+  /** Events with seq > after up to at least `upto` (several pages if the 4 MiB cap cut one short). */
+  async fetchRange(after, upto) {
+    const out = [];
+    let cursor = after;
+    for (;;) {
+      const res = await rpc.optional('session/events', { sessionId: this.id, afterSeq: cursor, limit: EVENTS_PAGE });
+      const events = Array.isArray(res?.events) ? res.events : [];
+      out.push(...events);
+      const last = events.at(-1)?.seq;
+      if (!res?.more || !Number.isInteger(last) || last >= upto) return { events: out, lastSeq: res?.lastSeq };
+      cursor = last;
+    }
+  }
+
+  /** Shows the newest page of a session whose last seq is `lastSeq`. */
+  async loadNewest(lastSeq) {
+    const gen = this.gen;
+    if (!Number.isInteger(lastSeq) || lastSeq < 0) return;
+    const { events } = await this.fetchRange(Math.max(-1, lastSeq - EVENTS_PAGE), lastSeq);
+    if (gen !== this.gen) return;
+    if (!events.length) {
+      // The daemon keeps no events (--store memory): follow from here on.
+      this.noEarlier = true;
+      if (this.hi === null || this.hi < lastSeq) this.hi = lastSeq;
+      if (this.lo === null) this.lo = lastSeq + 1;
+      this.setNote('This daemon keeps no event history; new turns appear as they run.');
+      this.renderEdges();
+      return;
+    }
+    for (const ev of events) this.append(ev, false);
+    autoScroll.stick = true;
+    autoScroll.request();
+  }
+
+  /** Prepends the page before `lo`, keeping the scroll position. */
+  async loadEarlier() {
+    if (!this.canLoadEarlier() || this.loadingEarlier) return;
+    const gen = this.gen;
+    const lo = this.lo;
+    this.loadingEarlier = true;
+    this.renderEdges();
+    try {
+      const { events } = await this.fetchRange(Math.max(-1, lo - 1 - EVENTS_PAGE), lo - 1);
+      if (gen !== this.gen || this.lo !== lo) return;
+      const older = events.filter((ev) => Number.isInteger(ev.seq) && ev.seq < lo);
+      if (!older.length || older.at(-1).seq !== lo - 1) {
+        this.noEarlier = true;
+        return;
+      }
+      this.prepend(older);
+    } catch (err) {
+      if (err instanceof RpcError) showError(`loading earlier events failed: ${err.message} (${err.code})`);
+    } finally {
+      this.loadingEarlier = false;
+      this.renderEdges();
+    }
+  }
+
+  prepend(older) {
+    const shown = state.current === this.id && transcriptEl.contains(this.el);
+    const fromBottom = transcriptEl.scrollHeight - transcriptEl.scrollTop;
+    // The first shown turn began on the page now loaded: build it again whole.
+    let merged = older;
+    let rest = this.groups;
+    const first = this.groups[0];
+    if (first?.partial && first.events) {
+      merged = older.concat(first.events);
+      rest = this.groups.slice(1);
+    }
+    const frag = document.createDocumentFragment();
+    const built = [];
+    for (const ev of merged) this.apply(ev, built, frag, false);
+    if (merged !== older) first.view.el.replaceWith(frag);
+    else if (first) first.view.el.before(frag);
+    else this.listEl.prepend(frag);
+    for (const g of rest) g.events = null;
+    if (merged !== older) {
+      // A prompt of this page waiting on that turn follows the rebuilt view.
+      for (const p of this.pending) if (p.group === first) p.group = built.at(-1);
+    }
+    this.groups = built.concat(rest);
+    this.lo = older[0].seq;
+    if (shown) {
+      autoScroll.stick = false;
+      transcriptEl.scrollTop = transcriptEl.scrollHeight - fromBottom;
+      autoScroll.ourTop = transcriptEl.scrollTop;
+    }
+  }
+
+  /** Status line text for this session: the turn running, else the last one shown. */
+  summarize() {
+    const g = this.groups.at(-1);
+    if (!g) return;
+    if (!g.ended) {
+      setTurnStatus(this.id, 'running', 'running…');
+      return;
+    }
+    const status = g.view.el.dataset.status ?? statusOfReason(g.view.reason);
+    const detail = describeReason(g.view.reason);
+    setTurnStatus(this.id, status, detail ? `${status} · ${detail}` : status);
+  }
+
+  /** Browser-side history, for daemons that keep none for clients to read. */
+  showLocalHistory() {
+    if (this.localHistoryShown) return;
+    this.localHistoryShown = true;
+    const history = sessionStore.history(this.id);
+    if (!history.length) return;
+    this.listEl.prepend(
+      h('div', { class: 'history-note', text: 'Earlier turns in this browser' }),
+      ...history.map(restoredTurn),
+      h('div', { class: 'history-divider' }));
+    this.renderEdges();
+  }
+}
+
+function emptyState(id) {
+  const examples = ['Hello there', '@chunks 20 8', '@delay 200\n@chunks 10 6', '@subagent @chunks 3 4', '@error something broke'];
+  return h('div', { class: 'empty-state', 'data-testid': 'empty-state' },
+    h('div', { class: 'empty-title', text: 'No turns yet' }),
+    h('div', { class: 'empty-sub' }, 'Session ', h('code', { text: id }), ' starts with your first prompt.'),
+    h('div', { class: 'examples' }, ...examples.map((ex) => h('button', {
+      type: 'button', class: 'chip', text: ex.replace('\n', ' ⏎ '),
+      onclick: () => { promptEl.value = ex; promptEl.focus(); },
+    }))));
 }
 
 // ---- application state and controls --------------------------------------
@@ -641,14 +1037,18 @@ const cancelBtn = $('#cancel');
 const turnStatusEl = $('#turn-status');
 const bannerEl = $('#error-banner');
 const serverInfoEl = $('#server-info');
+const sessionListEl = $('#session-list');
+const moreSessionsBtn = $('#more-sessions');
+const sidebarNoteEl = $('#sidebar-note');
 
 const state = {
   current: null,
-  views: new Map(),      // sessionId -> transcript container
+  views: new Map(),      // sessionId -> Transcript
   lastStatus: new Map(), // sessionId -> { status, text }
-  running: new Map(),    // root sessionId -> TurnView (turns this tab started)
-  routes: new Map(),     // any sessionId (root or child) -> TurnView receiving its events
+  running: new Map(),    // sessionId -> pending prompt of this page
+  routes: new Map(),     // child sessionId -> TurnView of a subagent started by this page
   cancelling: new Set(),
+  sub: null,             // { id, epoch }: the session this connection subscribes to
 };
 
 const rpc = new RpcClient({
@@ -657,6 +1057,15 @@ const rpc = new RpcClient({
   onStrayError: showError,
 });
 
+function transcript(id) {
+  let t = state.views.get(id);
+  if (!t) {
+    t = new Transcript(id);
+    state.views.set(id, t);
+  }
+  return t;
+}
+
 function setConnState(s, retryMs) {
   statusEl.dataset.state = s;
   if (s === 'connected') {
@@ -664,27 +1073,54 @@ function setConnState(s, retryMs) {
     statusLabel.textContent = 'Connected';
     serverInfoEl.textContent = si ? `${si.implementation ?? si.name} ${si.version ?? ''}`.trim() : '';
     statusEl.title = si ? `${si.name} ${si.version ?? ''}` : 'Connected';
+    document.body.dataset.methods = [...rpc.methods].join(' ');
+    onConnected();
   } else if (s === 'connecting') {
     statusLabel.textContent = 'Connecting…';
     statusEl.title = 'Connecting to harnessd';
   } else {
     statusLabel.textContent = `Disconnected · retry in ${Math.max(1, Math.round(retryMs / 1000))} s`;
     statusEl.title = 'Click to reconnect now';
+    state.sub = null;
   }
   updateControls();
 }
 
+function onConnected() {
+  state.sub = null;
+  if (!rpc.has('session/events')) {
+    // Nothing to read back: seq may start over on this server, and this
+    // browser's own record of earlier turns is all there is to show.
+    for (const t of state.views.values()) {
+      t.lo = null;
+      t.hi = null;
+      t.noEarlier = true;
+      t.showLocalHistory();
+    }
+  }
+  syncCurrent();
+  sidebar.connected();
+}
+
+/** The TurnView that receives events of `sessionId` as a turn's parent or child. */
+function liveViewOf(sessionId) {
+  return state.routes.get(sessionId) ?? state.views.get(sessionId)?.liveGroup()?.view ?? null;
+}
+
 function onNotification(method, params) {
   if (method === 'session.event') {
-    state.routes.get(params.sessionId)?.event(params.event);
+    const id = params.sessionId;
+    state.routes.get(id)?.event(params.event);
+    state.views.get(id)?.append(params.event, true);
   } else if (method === 'subagent.started') {
-    const parent = state.routes.get(params.parentSessionId);
+    const parent = liveViewOf(params.parentSessionId);
     if (!parent) return;
     const node = parent.addSubagent(params.childSessionId);
     state.routes.set(params.childSessionId, node.turn);
   } else if (method === 'subagent.finished') {
-    const parent = state.routes.get(params.parentSessionId);
+    const parent = liveViewOf(params.parentSessionId);
     parent?.subagents.get(params.childSessionId)?.finished(params);
+    sidebar.soon();
   }
 }
 
@@ -710,129 +1146,379 @@ function renderTurnStatus() {
 
 function updateControls() {
   const connected = rpc.ready;
-  const running = state.running.has(state.current);
-  sendBtn.disabled = !connected || running;
-  cancelBtn.disabled = !connected || !running || state.cancelling.has(state.current);
-  cancelBtn.textContent = state.cancelling.has(state.current) ? 'Cancelling…' : 'Cancel';
+  const t = state.views.get(state.current);
+  const own = state.running.has(state.current);
+  const busy = own || Boolean(t?.liveGroup());
+  const cancelling = state.cancelling.has(state.current);
+  sendBtn.disabled = !connected || own || Boolean(t?.syncing);
+  cancelBtn.disabled = !connected || !busy || cancelling;
+  cancelBtn.textContent = cancelling ? 'Cancelling…' : 'Cancel';
+  t?.renderEdges();
 }
 
-function renderSessionOptions() {
-  const list = sessionStore.list().sort((a, b) => (b.updatedAt ?? 0) - (a.updatedAt ?? 0));
+// ---- following the shown session ---------------------------------------------
+
+/**
+ * Brings the shown session up to date with the daemon: its newest page on
+ * first sight, what was missed after a reconnect, then a subscription from
+ * the last seq shown.
+ */
+async function syncCurrent() {
+  if (!rpc.ready || !state.current) return;
+  const t = transcript(state.current);
+  const token = ++t.syncToken;
+  const epoch = rpc.epoch;
+  const stale = () => token !== t.syncToken || epoch !== rpc.epoch || !rpc.ready;
+  if (!rpc.has('session/events')) {
+    t.renderEdges();
+    return;
+  }
+  t.syncing = true;
+  updateControls();
+  try {
+    let lastSeq;
+    try {
+      const probe = await rpc.optional('session/events', { sessionId: t.id, afterSeq: -1, limit: 1 });
+      lastSeq = Number.isInteger(probe?.lastSeq) ? probe.lastSeq : -1;
+    } catch (err) {
+      if (!isUnknownSession(err)) throw err;
+      // No log yet (a new session), or this daemon does not know it any more.
+      if (stale()) return;
+      if (t.hi !== null) t.detachHistory('the daemon has no log of this session');
+      return;
+    }
+    if (stale()) return;
+    if (t.hi === null) {
+      await t.loadNewest(lastSeq);
+    } else if (lastSeq < t.hi) {
+      t.detachHistory('the daemon holds another history of this session');
+      await t.loadNewest(lastSeq);
+    } else if (lastSeq - t.hi > EVENTS_PAGE && !state.running.has(t.id)) {
+      // Too much was missed to replay: start again from the newest page.
+      t.clear();
+      await t.loadNewest(lastSeq);
+    }
+    if (stale()) return;
+    t.summarize();
+    await subscribe(t);
+  } catch (err) {
+    if (err instanceof RpcError) showError(`loading ${t.id} failed: ${err.message} (${err.code})`);
+  } finally {
+    if (token === t.syncToken) {
+      t.syncing = false;
+      updateControls();
+    }
+  }
+}
+
+/** Subscribes this connection to `t`'s session (dropping the previous one). */
+async function subscribe(t) {
+  if (!rpc.ready || !rpc.has('session/subscribe') || state.current !== t.id) return;
+  const epoch = rpc.epoch;
+  if (state.sub?.epoch === epoch && state.sub.id === t.id) return;
+  unsubscribe();
+  state.sub = { id: t.id, epoch };
+  try {
+    // Events after the last one shown come first, then the answer, then live ones.
+    await rpc.optional('session/subscribe', { sessionId: t.id, afterSeq: t.hi ?? -1 });
+  } catch (err) {
+    if (state.sub?.id === t.id && state.sub.epoch === epoch) state.sub = null;
+    if (err instanceof RpcError && /already subscribed/.test(err.message)) {
+      state.sub = { id: t.id, epoch };
+    } else if (!isUnknownSession(err)) {
+      throw err;
+    }
+  }
+}
+
+function unsubscribe() {
+  const sub = state.sub;
+  state.sub = null;
+  if (!sub || sub.epoch !== rpc.epoch || !rpc.ready || !rpc.has('session/unsubscribe')) return;
+  rpc.request('session/unsubscribe', { sessionId: sub.id }).catch(() => {});
+}
+
+// ---- sidebar: the daemon's sessions --------------------------------------------
+
+const sidebar = {
+  entries: new Map(), // sessionId -> session/list entry
+  cursor: null,       // nextCursor of the deepest page loaded
+  pages: 0,
+  loading: false,
+  timer: null,
+  soonTimer: null,
+
+  supported() {
+    return rpc.ready && rpc.has('session/list');
+  },
+
+  connected() {
+    this.pages = 0;
+    this.refresh();
+    clearInterval(this.timer);
+    this.timer = setInterval(() => {
+      if (document.visibilityState === 'visible') this.refresh();
+    }, SIDEBAR_REFRESH_MS);
+  },
+
+  /** Refresh shortly (turns start and end in bursts). */
+  soon(ms = 250) {
+    clearTimeout(this.soonTimer);
+    this.soonTimer = setTimeout(() => this.refresh(), ms);
+  },
+
+  merge(res) {
+    for (const s of Array.isArray(res?.sessions) ? res.sessions : []) {
+      if (s && typeof s.sessionId === 'string') this.entries.set(s.sessionId, s);
+    }
+  },
+
+  async refresh() {
+    if (!this.supported()) {
+      this.render();
+      return;
+    }
+    try {
+      const res = await rpc.optional('session/list', { limit: LIST_PAGE });
+      this.merge(res);
+      if (this.pages <= 1) {
+        this.pages = 1;
+        this.cursor = typeof res?.nextCursor === 'string' ? res.nextCursor : null;
+      }
+      // While turns run, look again soon rather than at the next poll.
+      if ((res?.sessions ?? []).some((e) => e?.running === true)) this.soon(1500);
+      // The open session got its log elsewhere (another tab's first prompt): follow it.
+      const cur = state.current;
+      const t = state.views.get(cur);
+      if (this.entries.has(cur) && !state.sub && t && !t.syncing && !state.running.has(cur)
+          && rpc.has('session/subscribe')) syncCurrent();
+    } catch (err) {
+      if (err instanceof RpcError && err.code !== -32601) showError(`session/list failed: ${err.message} (${err.code})`);
+    }
+    this.render();
+  },
+
+  async more() {
+    if (!this.supported() || !this.cursor || this.loading) return;
+    this.loading = true;
+    moreSessionsBtn.disabled = true;
+    try {
+      const res = await rpc.optional('session/list', { limit: LIST_PAGE, cursor: this.cursor });
+      this.merge(res);
+      this.pages += 1;
+      this.cursor = typeof res?.nextCursor === 'string' ? res.nextCursor : null;
+    } catch (err) {
+      if (err instanceof RpcError) showError(`session/list failed: ${err.message} (${err.code})`);
+    } finally {
+      this.loading = false;
+      moreSessionsBtn.disabled = false;
+      this.render();
+    }
+  },
+
+  /** Sessions to show: the daemon's (when listed) or this browser's, plus the open one. */
+  items() {
+    const local = sessionStore.list();
+    const items = new Map();
+    if (this.supported() || this.entries.size) {
+      for (const s of this.entries.values()) items.set(s.sessionId, { ...s, known: true });
+    } else {
+      for (const s of local) {
+        items.set(s.id, { sessionId: s.id, createdAt: s.createdAt, updatedAt: s.updatedAt, known: false });
+      }
+    }
+    if (state.current && !items.has(state.current)) {
+      items.set(state.current, { sessionId: state.current, updatedAt: Date.now(), createdAt: Date.now(), known: false, fresh: true });
+    }
+    return items;
+  },
+
+  render() {
+    const items = this.items();
+    const children = new Map();
+    const roots = [];
+    for (const s of items.values()) {
+      const parent = typeof s.parentSessionId === 'string' ? s.parentSessionId : null;
+      if (parent && items.has(parent)) {
+        if (!children.has(parent)) children.set(parent, []);
+        children.get(parent).push(s);
+      } else {
+        roots.push(s);
+      }
+    }
+    const byUpdated = (a, b) => (b.updatedAt ?? 0) - (a.updatedAt ?? 0) || (a.sessionId < b.sessionId ? -1 : 1);
+    const byCreated = (a, b) => (a.createdAt ?? 0) - (b.createdAt ?? 0) || (a.sessionId < b.sessionId ? -1 : 1);
+    roots.sort(byUpdated);
+    const node = (s, depth) => {
+      const kids = (children.get(s.sessionId) ?? []).sort(byCreated);
+      const wrap = h('div', { class: 'session-node', role: 'listitem' }, this.item(s, depth, items));
+      if (kids.length) wrap.append(h('div', { class: 'session-children', role: 'list' }, ...kids.map((k) => node(k, depth + 1))));
+      return wrap;
+    };
+    sessionListEl.replaceChildren(...roots.map((s) => node(s, 0)));
+    moreSessionsBtn.hidden = !(this.supported() && this.cursor);
+    sidebarNoteEl.textContent = this.supported() ? ''
+      : rpc.ready ? 'This server cannot list sessions: showing the ones opened in this browser.' : '';
+    renderSessionOptions(items);
+  },
+
+  /**
+   * The list says whether a turn runs (or waits); a transcript that has seen
+   * every event listed, its last turn ended, knows better (the list still
+   * says running while a turn's end is being synced).
+   */
+  isRunning(s) {
+    const t = state.views.get(s.sessionId);
+    if (t?.liveGroup() && (s.sessionId === state.current || state.running.has(s.sessionId))) return true;
+    if (s.running === true && t && t.hi !== null && t.groups.length && Number.isInteger(s.lastSeq) && s.lastSeq <= t.hi) {
+      return false;
+    }
+    return s.running === true;
+  },
+
+  item(s, depth, items) {
+    const id = s.sessionId;
+    const stored = sessionStore.get(id);
+    const parent = typeof s.parentSessionId === 'string' ? s.parentSessionId : null;
+    const subMatch = parent ? /\.(sub-\d+)-[0-9a-f]+$/.exec(id) : null;
+    const title = stored?.title || (parent ? `subagent ${subMatch ? subMatch[1] : ''}`.trim() : id);
+    const running = this.isRunning(s);
+    const meta = [];
+    if (parent && !items.has(parent)) meta.push(`↳ ${shortId(parent)}`);
+    else if (stored?.title || parent) meta.push(shortId(id));
+    if (Number.isInteger(s.turns)) meta.push(`${s.turns} turn${s.turns === 1 ? '' : 's'}`);
+    if (s.fresh) meta.push('new');
+    else if (s.updatedAt) meta.push(timeAgo(s.updatedAt));
+    const el = h('button', {
+      type: 'button',
+      class: `session-item${id === state.current ? ' current' : ''}${parent ? ' child' : ''}`,
+      'data-testid': 'session-item',
+      'data-session': id,
+      'data-parent': parent ?? undefined,
+      'data-running': running ? 'true' : 'false',
+      'aria-current': id === state.current ? 'true' : undefined,
+      title: id,
+      onclick: () => switchSession(id),
+    },
+    h('span', { class: 'session-dot', 'aria-hidden': 'true' }),
+    h('span', { class: 'session-main' },
+      h('span', { class: 'session-title', text: title }),
+      h('span', { class: 'session-meta', text: meta.join(' · ') })),
+    running ? statusBadge('running', 'running') : null);
+    el.style.setProperty('--depth', String(depth));
+    return el;
+  },
+};
+
+function renderSessionOptions(items = sidebar.items()) {
+  const list = [...items.values()].sort((a, b) => (b.updatedAt ?? 0) - (a.updatedAt ?? 0));
   sessionSelect.replaceChildren(...list.map((s) => {
-    const title = s.title ? s.title : 'New session';
-    return h('option', { value: s.id, text: `${title} — ${shortId(s.id)}`, title: s.id });
+    const title = sessionStore.get(s.sessionId)?.title || (s.parentSessionId ? 'subagent' : 'Session');
+    return h('option', { value: s.sessionId, text: `${title} — ${shortId(s.sessionId)}`, title: s.sessionId });
   }));
   if (state.current) sessionSelect.value = state.current;
 }
 
-function sessionView(id) {
-  let view = state.views.get(id);
-  if (!view) {
-    view = h('div', { class: 'session-view', 'data-session': id });
-    const history = sessionStore.history(id);
-    if (history.length) {
-      view.append(h('div', { class: 'history-note', text: 'Earlier turns in this browser' }));
-      for (const entry of history) view.append(restoredTurn(entry));
-      view.append(h('div', { class: 'history-divider' }));
-    } else {
-      view.append(emptyState(id));
-    }
-    state.views.set(id, view);
-  }
-  return view;
-}
-
-function emptyState(id) {
-  const examples = ['Hello there', '@chunks 20 8', '@delay 200\n@chunks 10 6', '@subagent @chunks 3 4', '@error something broke'];
-  return h('div', { class: 'empty-state' },
-    h('div', { class: 'empty-title', text: 'No turns yet' }),
-    h('div', { class: 'empty-sub' }, 'Session ', h('code', { text: id }), ' starts with your first prompt.'),
-    h('div', { class: 'examples' }, ...examples.map((ex) => h('button', {
-      type: 'button', class: 'chip', text: ex.replace('\n', ' ⏎ '),
-      onclick: () => { promptEl.value = ex; promptEl.focus(); },
-    }))));
-}
+// ---- switching, sending, cancelling ----------------------------------------------
 
 function switchSession(id) {
+  if (!id || id === state.current) return;
   state.current = id;
-  sessionStore.upsert(id);
+  if (!id.includes('.sub-')) sessionStore.upsert(id);
   try {
     localStorage.setItem(STORE_CURRENT, id);
   } catch { /* ignore */ }
   const url = new URL(location.href);
   url.searchParams.set('session', id);
   history.replaceState(null, '', url);
-  renderSessionOptions();
-  transcriptEl.replaceChildren(sessionView(id));
+  const t = transcript(id);
+  if (rpc.ready && !rpc.has('session/events')) t.showLocalHistory();
+  transcriptEl.replaceChildren(t.el);
   autoScroll.stick = true;
   autoScroll.request();
+  if (state.sub && state.sub.id !== id) unsubscribe();
   renderTurnStatus();
   updateControls();
+  sidebar.render();
+  syncCurrent();
 }
 
 async function send() {
   const text = promptEl.value;
   const sid = state.current;
-  if (!text.trim() || !rpc.ready || state.running.has(sid)) return;
+  const t = transcript(sid);
+  if (!text.trim() || !rpc.ready || state.running.has(sid) || t.syncing) return;
   hideError();
-  const view = sessionView(sid);
-  view.querySelector('.empty-state')?.remove();
-  const entry = sessionStore.list().find((s) => s.id === sid);
+  const entry = sessionStore.get(sid);
   sessionStore.upsert(sid, entry?.title ? {} : { title: text.split('\n')[0].slice(0, 40) });
-  renderSessionOptions();
 
-  const turn = new TurnView(sid, text);
-  view.append(turn.el);
+  const p = t.addPending(text);
   autoScroll.stick = true;
   autoScroll.request();
-  state.running.set(sid, turn);
-  state.routes.set(sid, turn);
+  state.running.set(sid, p);
   promptEl.value = '';
   setTurnStatus(sid, 'running', 'running…');
   updateControls();
+  sidebar.render();
 
+  let view = p.view;
   try {
     const result = await rpc.request('session/prompt', { sessionId: sid, contentBlocks: [{ type: 'text', text }] });
+    view = p.group?.view ?? p.view;
     const status = typeof result?.status === 'string' ? result.status : 'error';
     const detail = describeReason(result?.reason);
-    turn.settle(status, detail);
+    view.settle(status, detail);
+    if (p.group) p.group.ended = true;
     setTurnStatus(sid, status, detail ? `${status} · ${detail}` : status);
-    sessionStore.addHistory(sid, {
-      prompt: text, text: turn.finalText().slice(-HISTORY_TEXT_CHARS), status, detail, at: Date.now(),
-    });
+    if (!rpc.has('session/events')) {
+      sessionStore.addHistory(sid, {
+        prompt: text, text: view.finalText().slice(-HISTORY_TEXT_CHARS), status, detail, at: Date.now(),
+      });
+    }
   } catch (err) {
+    view = p.group?.view ?? p.view;
     if (err instanceof RpcError) {
       showError(`${err.message} (${err.code})`);
-      turn.settle('error', `rejected: ${err.message}`);
+      view.settle('error', `rejected: ${err.message}`);
       setTurnStatus(sid, 'error', `error · ${err.message}`);
       if (err.code === -32001 && !promptEl.value) promptEl.value = text;
+    } else if (p.group && !p.group.ended && rpc.has('session/subscribe')) {
+      // The daemon runs it on (onDisconnect: "continue"); the next sync follows it again.
+      view.detach();
+      setTurnStatus(sid, 'running', 'running · connection lost, the turn continues on the daemon');
     } else {
-      turn.settle('error', 'interrupted: connection lost');
+      view.settle('error', 'interrupted: connection lost');
+      if (p.group) p.group.ended = true;
       setTurnStatus(sid, 'error', 'error · connection lost');
     }
   } finally {
     state.running.delete(sid);
     state.cancelling.delete(sid);
-    if (state.routes.get(sid) === turn) state.routes.delete(sid);
-    for (const [child, view] of state.routes) {
-      if (view !== turn && turn.el.contains(view.el)) state.routes.delete(child);
+    t.dropPending(p);
+    for (const [child, v] of state.routes) {
+      if (view.el.contains(v.el)) state.routes.delete(child);
     }
     updateControls();
+    sidebar.soon();
+    // The session has a log now: follow it, so turns started elsewhere show here too.
+    if (state.current === sid && rpc.ready && !state.sub) subscribe(t).catch(() => {});
   }
 }
 
 async function cancel() {
   const sid = state.current;
-  if (!state.running.has(sid)) return;
+  const t = state.views.get(sid);
+  if (!state.running.has(sid) && !t?.liveGroup()) return;
   state.cancelling.add(sid);
   updateControls();
   try {
-    await rpc.request('session/cancel', { sessionId: sid });
+    const res = await rpc.request('session/cancel', { sessionId: sid });
+    if (res?.cancelled === false && !state.running.has(sid)) state.cancelling.delete(sid);
   } catch (err) {
     state.cancelling.delete(sid);
     if (err instanceof RpcError) showError(`${err.message} (${err.code})`);
-    updateControls();
   }
+  updateControls();
 }
 
 // ---- wiring ---------------------------------------------------------------
@@ -854,12 +1540,20 @@ $('#new-session').addEventListener('click', () => {
   switchSession(newSessionId());
   promptEl.focus();
 });
+$('#refresh-sessions').addEventListener('click', () => sidebar.refresh());
+$('#toggle-sidebar').addEventListener('click', () => document.body.classList.toggle('sidebar-open'));
+moreSessionsBtn.addEventListener('click', () => sidebar.more());
 statusEl.addEventListener('click', () => rpc.retryNow());
 window.addEventListener('online', () => rpc.retryNow());
 window.addEventListener('storage', (ev) => {
-  if (ev.key === STORE_SESSIONS) renderSessionOptions();
+  if (ev.key === STORE_SESSIONS) sidebar.render();
 });
-transcriptEl.addEventListener('scroll', () => autoScroll.onScroll());
+transcriptEl.addEventListener('scroll', () => {
+  const ours = Math.abs(transcriptEl.scrollTop - autoScroll.ourTop) < 2;
+  autoScroll.onScroll();
+  // Scrolled up to the top by the user: the older page is wanted.
+  if (!ours && transcriptEl.scrollTop < 80) state.views.get(state.current)?.loadEarlier();
+});
 
 (function start() {
   const fromUrl = pageParams.get('session');

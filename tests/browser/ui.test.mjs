@@ -5,9 +5,11 @@
 //   BROWSER_TEST_PEER=node               node --test tests/browser/ui.test.mjs
 //
 // Env: HARNESSD_BIN (daemon to test), HARNESSD_ARGS (extra daemon args,
-// space separated), BROWSER_TEST_PEER=node (use bench/peers/node-reference
-// with --static web/ instead), CHROMIUM (default /usr/bin/chromium),
-// SCREENSHOT_DIR (default tests/browser/out/).
+// space separated), BROWSER_TEST_STORE (jsonl, the default, or memory),
+// BROWSER_TEST_WEB (auto, the default: serve web/ from disk when the daemon's
+// embedded copy differs; disk; daemon), BROWSER_TEST_PEER=node (use
+// bench/peers/node-reference with --static web/ instead), CHROMIUM (default
+// /usr/bin/chromium), SCREENSHOT_DIR (default tests/browser/out/).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,6 +27,10 @@ const screenshotDir = path.resolve(process.env.SCREENSHOT_DIR || path.join(here,
 const chromiumBin = process.env.CHROMIUM || '/usr/bin/chromium';
 const useNodePeer = process.env.BROWSER_TEST_PEER === 'node';
 const harnessdBin = process.env.HARNESSD_BIN;
+const storeKind = process.env.BROWSER_TEST_STORE || 'jsonl';
+const webMode = process.env.BROWSER_TEST_WEB || 'auto';
+const WEB_FILES = { '/': 'index.html', '/index.html': 'index.html', '/app.js': 'app.js', '/style.css': 'style.css' };
+const CONTENT_TYPES = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
 
 const skipReason = !useNodePeer && !harnessdBin
   ? 'set HARNESSD_BIN=path/to/harnessd or BROWSER_TEST_PEER=node'
@@ -33,6 +39,9 @@ const skipReason = !useNodePeer && !harnessdBin
 const CHROMIUM_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  // A page fulfilled by request routing (web/ from disk) has no address of its
+  // own; without this Chromium refuses its WebSocket to the loopback daemon.
+  '--disable-features=LocalNetworkAccessChecks',
 ];
 
 /** The scripted provider's `@chunks N BYTES` text: chunk i is 'a'+(i%26) repeated BYTES times. */
@@ -63,7 +72,8 @@ async function startServer(port = 0) {
       '--static', path.join(repo, 'web'), '--ready-file', ready];
   } else {
     cmd = path.resolve(harnessdBin);
-    args = ['--listen', `ws://127.0.0.1:${port}`, '--ready-file', ready, '--store', 'memory'];
+    args = ['--listen', `ws://127.0.0.1:${port}`, '--ready-file', ready, '--store', storeKind];
+    if (storeKind === 'jsonl') args.push('--session-root', path.join(tmp, 'sessions'));
     if (process.env.HARNESSD_ARGS) args.push(...process.env.HARNESSD_ARGS.split(/\s+/).filter(Boolean));
   }
   const proc = spawn(cmd, args, { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -103,6 +113,41 @@ async function stopServer() {
   const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
   await gone;
   clearTimeout(timer);
+}
+
+// ---- web assets -----------------------------------------------------------------
+
+/**
+ * harnessd embeds web/ at build time, so a daemon built before the last edit
+ * of web/ serves an older UI. By default (BROWSER_TEST_WEB=auto) the pages
+ * then get the files of web/ from disk through request routing; the
+ * WebSocket still goes to the daemon. The node peer serves web/ itself.
+ */
+async function chooseWebSource() {
+  if (useNodePeer || webMode === 'daemon') return false;
+  if (webMode === 'disk') return true;
+  for (const [urlPath, file] of Object.entries(WEB_FILES)) {
+    if (urlPath === '/index.html') continue;
+    const res = await fetch(new URL(urlPath, baseUrl));
+    const served = Buffer.from(await res.arrayBuffer());
+    if (res.status !== 200 || !served.equals(fs.readFileSync(path.join(repo, 'web', file)))) {
+      console.log(`# the daemon's embedded ${file} differs from web/${file}: the pages get web/ from disk`);
+      return true;
+    }
+  }
+  return false;
+}
+
+async function routeWebFromDisk(ctx) {
+  const ours = (url) => url.origin === new URL(baseUrl).origin && Object.hasOwn(WEB_FILES, url.pathname);
+  await ctx.route(ours, (route) => {
+    const file = WEB_FILES[new URL(route.request().url()).pathname];
+    route.fulfill({
+      status: 200,
+      headers: { 'content-type': CONTENT_TYPES[path.extname(file).slice(1)], 'cache-control': 'no-store' },
+      body: fs.readFileSync(path.join(repo, 'web', file)),
+    });
+  });
 }
 
 // ---- page helpers -------------------------------------------------------------
@@ -153,14 +198,57 @@ function lastTurnText(page) {
 
 const turnStatusText = (page) => page.textContent('#turn-status');
 
+const turnCount = (page) => page.$$eval('[data-testid="turn"]', (els) => els.length);
+
+/** The methods the daemon announced in initialize (capabilities.methods). */
+const methodsOf = (page) => page.evaluate(() => (document.body.dataset.methods ?? '').split(' ').filter(Boolean));
+
+const HISTORY_METHODS = ['session/list', 'session/events', 'session/subscribe', 'session/unsubscribe'];
+let serverMethods = [];
+const hasHistory = () => HISTORY_METHODS.every((m) => serverMethods.includes(m));
+
+/**
+ * Skips a test of session/list, /events and /subscribe on a server without
+ * them; `logs`: the test reads events back, which --store memory does not keep.
+ */
+function needsHistory(t, { logs = true } = {}) {
+  if (!hasHistory()) {
+    t.skip(`the server lacks ${HISTORY_METHODS.filter((m) => !serverMethods.includes(m)).join(', ')}`);
+    return true;
+  }
+  if (logs && !useNodePeer && storeKind === 'memory') {
+    t.skip('--store memory keeps no events to read back');
+    return true;
+  }
+  return false;
+}
+
+/** A new session in `page`; returns its id. */
+async function newSession(page) {
+  const before = await page.$eval('#session-select', (el) => el.value);
+  await page.click('#new-session');
+  const id = await page.$eval('#session-select', (el) => el.value);
+  assert.notEqual(id, before);
+  await page.waitForSelector('#send:not([disabled])');
+  return id;
+}
+
+/** The shown range of seqs of the open session's transcript. */
+const shownSeqs = (page) => page.$eval('.session-view', (el) => ({
+  first: el.dataset.firstSeq === '' ? null : Number(el.dataset.firstSeq),
+  last: el.dataset.lastSeq === '' ? null : Number(el.dataset.lastSeq),
+}));
+
 // ---- tests ------------------------------------------------------------------
 
 before(async () => {
   if (skipReason) return;
   fs.mkdirSync(screenshotDir, { recursive: true });
   await startServer();
+  const fromDisk = await chooseWebSource();
   browser = await chromium.launch({ executablePath: chromiumBin, headless: true, args: CHROMIUM_ARGS });
   context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  if (fromDisk) await routeWebFromDisk(context);
 });
 
 after(async () => {
@@ -172,6 +260,8 @@ after(async () => {
 test('page loads, connects and streams @chunks 20 8', { skip: skipReason, timeout: 60000 }, async () => {
   page1 = await openPage();
   assert.equal(await page1.title(), 'harnessd');
+  serverMethods = await methodsOf(page1);
+  assert.ok(serverMethods.includes('session/prompt'), `capabilities.methods: ${serverMethods}`);
   await page1.click('#new-session');
   sessionId = await page1.$eval('#session-select', (el) => el.value);
   assert.match(sessionId, /^web-/);
@@ -243,6 +333,217 @@ test('reconnects after the server restarts and re-initializes', { skip: skipReas
   assert.equal(await lastTurnSettled(page1), 'ok');
   assert.equal(await lastTurnText(page1), 'echo: hello again');
   await page1.screenshot({ path: path.join(screenshotDir, 'ui.png') });
+});
+
+// ---- session/list, session/events, session/subscribe (harnessd extensions) ----
+
+let reloadSession = null;
+let reloadPrompt = null;
+let twoTabSession = null;
+
+test('a reload mid-turn restores the transcript and follows the turn to its end', { skip: skipReason, timeout: 90000 }, async (t) => {
+  if (needsHistory(t)) return;
+  const page = await openPage();
+  reloadSession = await newSession(page);
+  await sendPrompt(page, 'hello before the reload');
+  assert.equal(await lastTurnSettled(page), 'ok');
+
+  // About 3 s of streaming; the page goes away after the first few chunks.
+  reloadPrompt = '@delay 8\n@chunks 400 8';
+  await sendPrompt(page, reloadPrompt);
+  await page.waitForFunction(() => {
+    const turns = document.querySelectorAll('[data-testid="turn"]');
+    return turns.length === 2 && turns[1].textContent.includes('dddd');
+  });
+  await page.reload();
+  await page.waitForSelector('#status[data-state="connected"]');
+  assert.equal(await page.$eval('#session-select', (el) => el.value), reloadSession);
+
+  // The reloaded page shows both turns from the log and re-attaches to the running one.
+  await page.waitForSelector('[data-testid="turn"][data-phase="running"]');
+  const running = await lastTurnText(page);
+  assert.ok(running.length > 0 && running.length < 400 * 8, `text while running: ${running.length} bytes`);
+  assert.ok(chunksText(400, 8).startsWith(running), 'the text so far is the start of the answer');
+  assert.equal(await page.isDisabled('#cancel'), false, 'the running turn can be cancelled from the reloaded page');
+
+  assert.equal(await lastTurnSettled(page), 'ok');
+  assert.equal(await lastTurnText(page), chunksText(400, 8), 'every chunk once, in order');
+  assert.equal(await turnCount(page), 2);
+  const prompts = await page.$$eval('[data-testid="turn"] [data-testid="user-text"]', (els) => els.map((e) => e.textContent));
+  assert.deepEqual(prompts, ['hello before the reload', reloadPrompt]);
+  assert.match(await turnStatusText(page), /\bok\b/);
+  assert.equal(await page.isHidden('#error-banner'), true);
+  await page.screenshot({ path: path.join(screenshotDir, 'ui-reload.png') });
+  await page.close();
+});
+
+test('older events load a page at a time, on demand', { skip: skipReason, timeout: 60000 }, async (t) => {
+  if (needsHistory(t)) return;
+  assert.ok(reloadSession, 'needs the session of the reload test');
+  const page = await context.newPage();
+  page.setDefaultTimeout(15000);
+  page.on('pageerror', (err) => pageErrors.push(String(err)));
+  await page.setViewportSize({ width: 1280, height: 520 });
+  await page.goto(`${baseUrl}?session=${encodeURIComponent(reloadSession)}&pageSize=40`);
+  await page.waitForSelector('#status[data-state="connected"]');
+  await page.waitForSelector('[data-testid="load-earlier"]:not([hidden])');
+
+  // Only the newest page: the last 40 events, the second turn cut at its start.
+  const newest = await shownSeqs(page);
+  assert.equal(newest.last - newest.first + 1, 40, `shown ${JSON.stringify(newest)}`);
+  assert.equal(await turnCount(page), 1);
+  assert.ok(await page.$('[data-testid="turn"] [data-testid="partial-note"]'));
+  // Its assistant/message is on the page, so the answer shows whole.
+  assert.equal(await lastTurnText(page), chunksText(400, 8));
+  assert.equal(await lastTurnSettled(page), 'ok');
+
+  await page.click('[data-testid="load-earlier"]');
+  await page.waitForFunction((first) => Number(document.querySelector('.session-view').dataset.firstSeq) === first - 40, newest.first);
+
+  // Scrolling up to the top asks for the next older page.
+  const before = (await shownSeqs(page)).first;
+  await page.$eval('#transcript', (el) => { el.scrollTop = el.scrollHeight; });
+  await page.waitForFunction(() => {
+    const el = document.querySelector('#transcript');
+    return el.scrollTop > 100 && el.scrollHeight - el.scrollTop - el.clientHeight < 2;
+  });
+  assert.equal((await shownSeqs(page)).first, before);
+  await page.$eval('#transcript', (el) => { el.scrollTop = 0; });
+  await page.waitForFunction((first) => Number(document.querySelector('.session-view').dataset.firstSeq) < first, before);
+
+  // Page by page back to seq 0: both turns whole, nothing twice.
+  while (await page.isVisible('[data-testid="load-earlier"]')) {
+    const { first } = await shownSeqs(page);
+    await page.click('[data-testid="load-earlier"]');
+    await page.waitForFunction((f) => Number(document.querySelector('.session-view').dataset.firstSeq) < f
+      || document.querySelector('[data-testid="load-earlier"]').hidden, first);
+  }
+  assert.equal((await shownSeqs(page)).first, 0);
+  assert.equal(await turnCount(page), 2);
+  assert.equal(await page.$('[data-testid="partial-note"]'), null);
+  const prompts = await page.$$eval('[data-testid="turn"] [data-testid="user-text"]', (els) => els.map((e) => e.textContent));
+  assert.deepEqual(prompts, ['hello before the reload', reloadPrompt]);
+  assert.equal(await lastTurnText(page), chunksText(400, 8));
+  await page.close();
+});
+
+test('a second tab streams the turns the first one starts, and the other way round', { skip: skipReason, timeout: 90000 }, async (t) => {
+  if (needsHistory(t)) return;
+  const tabA = await openPage();
+  twoTabSession = await newSession(tabA);
+  await sendPrompt(tabA, 'first words');
+  assert.equal(await lastTurnSettled(tabA), 'ok');
+
+  const tabB = await openPage(`?session=${encodeURIComponent(twoTabSession)}`);
+  await tabB.waitForFunction(() => document.querySelectorAll('[data-testid="turn"]').length === 1);
+  assert.equal(await lastTurnText(tabB), 'echo: first words');
+
+  // A prompts; B, which only follows the session, streams the same turn.
+  await sendPrompt(tabA, '@delay 10\n@chunks 150 8');
+  await tabB.waitForSelector('[data-testid="turn"][data-phase="running"]');
+  await tabB.waitForFunction(() => {
+    const turns = document.querySelectorAll('[data-testid="turn"]');
+    return turns.length === 2 && turns[1].dataset.phase === 'running' && turns[1].textContent.includes('cccc');
+  });
+  await tabB.screenshot({ path: path.join(screenshotDir, 'ui-second-tab.png') });
+  const midway = (await lastTurnText(tabB)).length;
+  assert.ok(midway < 150 * 8, `B saw the turn while it ran (${midway} bytes)`);
+  assert.equal(await tabB.isDisabled('#cancel'), false);
+  assert.equal(await lastTurnSettled(tabB), 'ok');
+  assert.equal(await lastTurnText(tabB), chunksText(150, 8));
+  assert.equal(await lastTurnSettled(tabA), 'ok');
+  assert.equal(await lastTurnText(tabA), chunksText(150, 8));
+  assert.match(await turnStatusText(tabB), /\bok\b/);
+
+  // B prompts; A streams it.
+  await sendPrompt(tabB, '@delay 5\n@chunks 40 4');
+  await tabA.waitForFunction(() => document.querySelectorAll('[data-testid="turn"]').length === 3);
+  assert.equal(await lastTurnSettled(tabA), 'ok');
+  assert.equal(await lastTurnText(tabA), chunksText(40, 4));
+  assert.equal(await lastTurnSettled(tabB), 'ok');
+  assert.equal(await turnCount(tabA), 3);
+  assert.equal(await turnCount(tabB), 3);
+
+  // The tab that did not prompt can cancel the turn; both see it aborted.
+  await sendPrompt(tabA, '@delay 300\n@chunks 20 4');
+  await tabB.waitForFunction(() => {
+    const turns = document.querySelectorAll('[data-testid="turn"]');
+    return turns.length === 4 && turns[3].textContent.includes('aaaa');
+  });
+  await tabB.click('#cancel');
+  assert.equal(await lastTurnSettled(tabB), 'aborted');
+  assert.equal(await lastTurnSettled(tabA), 'aborted');
+  assert.match(await turnStatusText(tabA), /\baborted\b/);
+  await tabA.waitForSelector('#send:not([disabled])');
+  await tabB.close();
+  await tabA.close();
+});
+
+test('the sidebar lists the sessions with running state and subagent lineage', { skip: skipReason, timeout: 90000 }, async (t) => {
+  if (needsHistory(t)) return;
+  assert.ok(sessionId && reloadSession && twoTabSession, 'needs the sessions of the earlier tests');
+  const page = await openPage(`?session=${encodeURIComponent(sessionId)}&listPageSize=2`);
+  const items = () => page.$$eval('[data-testid="session-item"]', (els) => els.map((e) => e.dataset.session));
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="session-item"]').length >= 2);
+
+  // Two per page: the rest come with "More sessions".
+  assert.equal(await page.isVisible('[data-testid="more-sessions"]'), true);
+  while (await page.isVisible('[data-testid="more-sessions"]')) {
+    const n = (await items()).length;
+    await page.click('[data-testid="more-sessions"]');
+    await page.waitForFunction((k) => document.querySelectorAll('[data-testid="session-item"]').length > k
+      || document.querySelector('[data-testid="more-sessions"]').hidden, n);
+  }
+  const listed = await items();
+  for (const id of [sessionId, reloadSession, twoTabSession]) assert.ok(listed.includes(id), `${id} listed: ${listed}`);
+
+  // The subagent's session sits under its parent.
+  const child = listed.find((id) => id.startsWith(`${sessionId}.sub-`));
+  assert.ok(child, `a child of ${sessionId} in ${listed}`);
+  const lineage = await page.$eval(`[data-testid="session-item"][data-session="${child}"]`, (el) => ({
+    parent: el.dataset.parent,
+    under: el.closest('.session-children')?.parentElement.querySelector(':scope > [data-testid="session-item"]')?.dataset.session,
+  }));
+  assert.deepEqual(lineage, { parent: sessionId, under: sessionId });
+  assert.equal(await page.getAttribute(`[data-session="${sessionId}"][data-testid="session-item"]`, 'aria-current'), 'true');
+
+  // A turn running in another tab shows as running.
+  const other = await openPage(`?session=${encodeURIComponent(twoTabSession)}`);
+  await sendPrompt(other, '@delay 20\n@chunks 250 4');
+  await other.waitForSelector('[data-testid="turn"][data-phase="running"]');
+  await page.click('[data-testid="refresh-sessions"]');
+  const runningItem = `[data-testid="session-item"][data-session="${twoTabSession}"][data-running="true"]`;
+  await page.waitForSelector(runningItem);
+  await page.screenshot({ path: path.join(screenshotDir, 'ui-sidebar.png') });
+  assert.equal(await lastTurnSettled(other), 'ok');
+  await page.click('[data-testid="refresh-sessions"]');
+  await page.waitForSelector(`[data-testid="session-item"][data-session="${twoTabSession}"][data-running="false"]`);
+  await other.close();
+
+  // A click opens a session: here the subagent's, its transcript read from its log.
+  await page.click(`[data-testid="session-item"][data-session="${child}"]`);
+  await page.waitForFunction((id) => document.querySelector('#session-select').value === id
+    && document.querySelectorAll('[data-testid="turn"]').length === 1, child);
+  assert.equal(await lastTurnSettled(page), 'ok');
+  assert.equal(await lastTurnText(page), 'aaaabbbbcccc');
+  assert.equal(await page.textContent('[data-testid="turn"] [data-testid="user-text"]'), '@chunks 3 4');
+  assert.ok(new URL(page.url()).searchParams.get('session') === child);
+  await page.close();
+});
+
+test('without session/list the sidebar shows the sessions of this browser', { skip: skipReason, timeout: 30000 }, async (t) => {
+  if (serverMethods.includes('session/list')) {
+    t.skip('the server lists sessions');
+    return;
+  }
+  const page = await openPage(`?session=${encodeURIComponent(sessionId)}`);
+  await page.waitForSelector('[data-testid="sidebar-note"]:not(:empty)');
+  assert.match(await page.textContent('[data-testid="sidebar-note"]'), /cannot list sessions/);
+  await page.waitForSelector(`[data-testid="session-item"][data-session="${sessionId}"][aria-current="true"]`);
+  assert.equal(await page.isVisible('[data-testid="more-sessions"]'), false);
+  // Earlier turns come from this browser's own record.
+  await page.waitForSelector('[data-testid="restored-turn"]');
+  await page.close();
 });
 
 test('no uncaught errors in the page', { skip: skipReason }, () => {
