@@ -16,11 +16,18 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from .client import HarnessClient, HarnessConfig
+from .client import HarnessClient, HarnessConfig, SessionSubscription
 from .errors import HarnessError
-from .models import JsonObject, Notification, ServerInfo
+from .models import (
+    JsonObject,
+    Notification,
+    ServerInfo,
+    SessionEventsResponse,
+    SessionInfo,
+    SessionListResponse,
+)
 
 __all__ = [
     "DeepSeekHarnessConfig",
@@ -46,9 +53,11 @@ class DeepSeekHarnessConfig:
     sets ``DSH_CORDIS_CONFIG``, which harnessd does not use. The ``deepseek``
     provider needs an API key; ``provider="scripted"`` runs without one.
 
-    Additions: ``max_tokens`` (harnessd's ``maxTokens``), and ``address``,
+    Additions: ``max_tokens`` (harnessd's ``maxTokens``); ``address``,
     ``auth_token``, ``ssl_context`` to use a listening harnessd (see
-    :class:`~deepseek_harness.client.HarnessConfig`).
+    :class:`~deepseek_harness.client.HarnessConfig`); ``on_disconnect``
+    (harnessd's ``onDisconnect``: ``"cancel"``, the daemon's default, or
+    ``"continue"`` to let turns of a dropped network connection run on).
     """
 
     provider: str = "deepseek"
@@ -68,6 +77,7 @@ class DeepSeekHarnessConfig:
     address: str | None = None
     auth_token: str | None = None
     ssl_context: ssl.SSLContext | None = None
+    on_disconnect: str | None = None
 
 
 @dataclass(slots=True)
@@ -190,6 +200,7 @@ class DeepSeekHarness:
                 provider=self.config.provider,
                 model=self.config.model,
                 max_tokens=self.config.max_tokens,
+                on_disconnect=self.config.on_disconnect,
             )
             self._server_info = response.serverInfo
             self._started = True
@@ -219,12 +230,54 @@ class DeepSeekHarness:
 
         return self.start_session(session_id).run(input, on_notification=on_notification)
 
+    def list_sessions(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> SessionListResponse:
+        """One page of the runtime's sessions, most recently updated first
+        (addition: harnessd's ``session/list``); pass ``next_cursor`` as
+        ``cursor`` for the next page."""
+
+        self.start()
+        return self._client.session_list(limit=limit, cursor=cursor)
+
+    def iter_sessions(self, *, limit: int | None = None) -> Iterator[SessionInfo]:
+        """Every session of the runtime, over all pages of
+        ``session/list`` (addition)."""
+
+        self.start()
+        return self._client.iter_sessions(limit=limit)
+
     def __enter__(self) -> "DeepSeekHarness":
         self.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _own_event_seq(notification: Notification, session_id: str) -> int | None:
+    if notification.method != "session.event" or notification.payload.get("sessionId") != session_id:
+        return None
+    event = notification.payload.get("event")
+    seq = event.get("seq") if isinstance(event, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+def _drop_before_turn_start(session_id: str, notifications: list[Notification], events: list[JsonObject]) -> None:
+    """Keep the turn's events from its ``turn/start`` on: events of earlier
+    turns only come here as the replay of a concurrent session/subscribe."""
+
+    starts = [i for i, event in enumerate(events) if event.get("type") == "turn/start"]
+    if not starts or starts[-1] == 0:
+        return
+    first = events[starts[-1]].get("seq")
+    if not isinstance(first, int):
+        return
+    del events[: starts[-1]]
+    notifications[:] = [
+        n for n in notifications
+        if (seq := _own_event_seq(n, session_id)) is None or seq >= first
+    ]
 
 
 class Session:
@@ -259,9 +312,18 @@ class Session:
         notifications: list[Notification] = []
         events: list[JsonObject] = []
         callback_failed = False
+        last_seq: int | None = None
 
         def collect(notification: Notification) -> None:
-            nonlocal callback_failed
+            nonlocal callback_failed, last_seq
+            seq = _own_event_seq(notification, self.id)
+            if seq is not None:
+                # A session/subscribe of this connection may replay events
+                # of the session while the turn runs: the turn's own events
+                # come in seq order, a replayed one is not above them.
+                if last_seq is not None and seq <= last_seq:
+                    return
+                last_seq = seq
             notifications.append(notification)
             if on_notification is not None:
                 try:
@@ -290,6 +352,7 @@ class Session:
                 if callback_failed:
                     self._cancel_without_waiting()
                 raise
+        _drop_before_turn_start(self.id, notifications, events)
         return TurnResult(
             session_id=self.id,
             status=response.status,
@@ -304,6 +367,36 @@ class Session:
         """Cancel this session's running turn (addition); True when one ran."""
 
         return self.harness.client.session_cancel(self.id, timeout_seconds=timeout_seconds)
+
+    def events(self, *, after_seq: int | None = None, limit: int | None = None) -> SessionEventsResponse:
+        """A page of this session's logged events after ``after_seq``
+        (addition: harnessd's ``session/events``). A session that was never
+        prompted raises :class:`~deepseek_harness.errors.InvalidParamsError`."""
+
+        self.harness.start()
+        return self.harness.client.session_events(self.id, after_seq=after_seq, limit=limit)
+
+    def iter_events(self, *, after_seq: int = -1, limit: int | None = None) -> Iterator[JsonObject]:
+        """All of this session's logged events after ``after_seq``, over
+        every page (addition)."""
+
+        self.harness.start()
+        return self.harness.client.iter_session_events(self.id, after_seq=after_seq, limit=limit)
+
+    def subscribe(self, *, after_seq: int | None = None) -> SessionSubscription:
+        """Follow this session's events, whoever runs its turns (addition:
+        harnessd's ``session/subscribe``; see
+        :class:`~deepseek_harness.client.SessionSubscription`). Close it, or
+        use it in a ``with`` block, to unsubscribe."""
+
+        self.harness.start()
+        return self.harness.client.session_subscribe(self.id, after_seq=after_seq)
+
+    def unsubscribe(self) -> bool:
+        """Stop following this session (addition); True when it was
+        followed."""
+
+        return self.harness.client.session_unsubscribe(self.id)
 
     def _cancel_without_waiting(self) -> None:
         # The caller is already on its way out with an exception; the turn

@@ -28,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from ._transport import Channel, StdioChannel, open_network_channel
 from .errors import (
@@ -38,9 +38,27 @@ from .errors import (
     ValidationError,
     error_from_response,
 )
-from .models import BaseModel, InitializeResponse, JsonObject, Notification, SessionPromptResponse
+from .models import (
+    ON_DISCONNECT_VALUES,
+    BaseModel,
+    InitializeResponse,
+    JsonObject,
+    Notification,
+    SessionEventsResponse,
+    SessionInfo,
+    SessionListResponse,
+    SessionPromptResponse,
+    SessionSubscribeResponse,
+    SessionUnsubscribeResponse,
+)
 
-__all__ = ["HarnessConfig", "HarnessClient", "NotificationSubscription", "NotificationFilter"]
+__all__ = [
+    "HarnessConfig",
+    "HarnessClient",
+    "NotificationSubscription",
+    "NotificationFilter",
+    "SessionSubscription",
+]
 
 log = logging.getLogger("deepseek_harness")
 
@@ -223,6 +241,198 @@ class NotificationSubscription:
         self.close()
 
 
+class SessionSubscription(NotificationSubscription):
+    """A harnessd ``session/subscribe`` subscription (addition): the
+    ``session.event`` notifications of one session, as sent to this
+    connection, from the replay after ``after_seq`` on.
+
+    Created by :meth:`HarnessClient.session_subscribe`. It is a
+    :class:`NotificationSubscription` that takes only ``session.event``s
+    of ``session_id`` (not ``subagent.*``; a child session is subscribed to
+    by its own id), so ``next()``, ``drain()`` and the timeout work as
+    there; the global queue no longer sees these events. On top of that:
+
+    - iterating yields the notifications until the subscription is closed
+      and read empty; :meth:`events` yields the event objects and can stop
+      at the end of a turn; :meth:`next_event` returns one;
+    - events are read in ``seq`` order, each once, all with ``seq >
+      after_seq`` (``> last_seq`` without ``after_seq``). On the wire, a
+      turn this connection runs itself may send its live events before the
+      replay; the subscription puts the replay first when the runtime's
+      answer arrives (before :meth:`HarnessClient.session_subscribe`
+      returns);
+    - ``last_seq`` is the session's last ``seq`` when the replay ended (the
+      response), ``seen_seq`` the ``seq`` to resume from after losing the
+      connection: pass it as ``after_seq`` of a new subscription;
+    - :meth:`close` (and leaving a ``with`` block) sends
+      ``session/unsubscribe`` first; events that arrived before its answer
+      stay readable.
+    """
+
+    def __init__(self, client: "HarnessClient", session_id: str, after_seq: int | None) -> None:
+        super().__init__(client, self._accepts)
+        self.session_id = session_id
+        self.after_seq = after_seq
+        #: The session's last ``seq`` when the subscription started (set
+        #: once the runtime has answered ``session/subscribe``).
+        self.last_seq: int | None = None
+        #: Whether ``session/unsubscribe`` found the subscription (set by
+        #: :meth:`close` and :meth:`HarnessClient.session_unsubscribe`).
+        self.unsubscribed: bool | None = None
+        self._accepted_seq = after_seq  # highest seq queued once live
+        self._live = False  # the response arrived: events come in seq order
+        self._seen_seq = after_seq
+        self._active = False  # the runtime has it (between response and unsubscribe)
+        self._closing = False
+
+    # -- reader side ---------------------------------------------------------
+
+    def _accepts(self, notification: Notification) -> bool:
+        if notification.method != "session.event":
+            return False
+        payload = notification.payload
+        if payload.get("sessionId") != self.session_id:
+            return False
+        return isinstance(payload.get("event"), dict)
+
+    def _put(self, notification: Notification) -> bool:
+        seq = _event_seq(notification)
+        with self._cond:
+            if self._closed or self._error is not None:
+                return False
+            if seq is not None and self._accepted_seq is not None and seq <= self._accepted_seq:
+                return False  # before the start, or already queued
+            if self._live and seq is not None:
+                self._accepted_seq = seq
+            self._items.append(notification)
+            self._cond.notify_all()
+            return True
+
+    def _started(self, response: SessionSubscribeResponse) -> None:
+        with self._cond:
+            self.last_seq = response.last_seq
+            self._active = True
+            start = self.after_seq if self.after_seq is not None else response.last_seq
+            # Before the answer, the replay and the live events of a turn
+            # of this connection may have interleaved: seq order, once each.
+            ordered: dict[int, Notification] = {}
+            unordered: list[Notification] = []
+            for notification in self._items:
+                seq = _event_seq(notification)
+                if seq is None:
+                    unordered.append(notification)
+                elif seq > start:
+                    ordered.setdefault(seq, notification)
+            self._items.clear()
+            self._items.extend(unordered)
+            self._items.extend(ordered[seq] for seq in sorted(ordered))
+            self._accepted_seq = max([start, *ordered])
+            self._live = True
+            if self._seen_seq is None or self._seen_seq < start:
+                self._seen_seq = start
+
+    def _note(self, notification: Notification) -> Notification:
+        seq = _event_seq(notification)
+        if seq is not None:
+            with self._cond:
+                if self._seen_seq is None or seq > self._seen_seq:
+                    self._seen_seq = seq
+        return notification
+
+    # -- public --------------------------------------------------------------
+
+    @property
+    def seen_seq(self) -> int | None:
+        """The highest ``seq`` read so far, else where the subscription
+        started (``after_seq``, or ``last_seq`` when it replayed nothing);
+        ``None`` before that is known."""
+
+        with self._cond:
+            return self._seen_seq
+
+    def next(self, timeout_seconds: float | None = None) -> Notification:
+        return self._note(super().next(timeout_seconds))
+
+    def drain(self, on_notification: Callable[[Notification], None]) -> None:
+        super().drain(lambda notification: on_notification(self._note(notification)))
+
+    def next_event(self, timeout_seconds: float | None = None) -> JsonObject:
+        """The next event object (``{"type", "seq", "time", "data"}``)."""
+
+        return self.next(timeout_seconds).payload["event"]  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[Notification]:
+        """The notifications, waiting for each, until the subscription is
+        closed and read empty. A runtime that went away raises
+        :class:`TransportClosedError`."""
+
+        while True:
+            try:
+                yield self.next()
+            except TransportClosedError:
+                raise
+            except HarnessError:
+                if self.closed:
+                    return
+                raise
+
+    def events(self, *, timeout_seconds: float | None = None, until_turn_end: bool = False) -> Iterator[JsonObject]:
+        """The event objects, as :meth:`__iter__` yields notifications.
+
+        ``timeout_seconds`` bounds the wait for each event (``TimeoutError``).
+        With ``until_turn_end``, the iteration ends after the next
+        ``turn/end`` event: the outcome of a turn followed from elsewhere,
+        e.g. a detached one.
+        """
+
+        while True:
+            try:
+                event = self.next_event(timeout_seconds)
+            except TransportClosedError:
+                raise
+            except HarnessError:
+                if self.closed:
+                    return
+                raise
+            yield event
+            if until_turn_end and event.get("type") == "turn/end":
+                return
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` (or ``session_unsubscribe``) ended it."""
+
+        with self._cond:
+            return self._closed
+
+    def close(self) -> None:
+        """Send ``session/unsubscribe`` (failures are logged, not raised),
+        then stop receiving. Idempotent; queued events stay readable."""
+
+        with self._cond:
+            if self._closing or self._closed:
+                return
+            self._closing = True
+            active = self._active
+        if active:
+            try:
+                self.unsubscribed = self._client._unsubscribe(self.session_id, None)
+            except (HarnessError, TimeoutError) as exc:
+                log.debug("session/unsubscribe of %r failed: %s", self.session_id, exc)
+        self._local_close()
+
+    def _local_close(self) -> None:
+        with self._cond:
+            self._active = False
+        super().close()
+
+
+def _event_seq(notification: Notification) -> int | None:
+    event = notification.payload.get("event")
+    seq = event.get("seq") if isinstance(event, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
 class _Pending:
     """A request that was written and awaits its response."""
 
@@ -382,19 +592,29 @@ class HarnessClient:
         provider: str,
         model: str,
         max_tokens: int | None = None,
+        on_disconnect: str | None = None,
     ) -> InitializeResponse:
         """Send ``initialize`` with *cwd* made absolute. On any failure the
         runtime is closed before the exception propagates.
 
-        ``max_tokens`` (addition) becomes harnessd's ``maxTokens``. A
-        configured ``auth_token`` is sent as ``authToken`` on NDJSON network
-        connections, where harnessd expects it.
+        ``max_tokens`` (addition) becomes harnessd's ``maxTokens``.
+        ``on_disconnect`` (addition) becomes ``onDisconnect``: ``"cancel"``
+        (harnessd's default) or ``"continue"``, what happens to this
+        connection's running turns when a network connection drops; with
+        ``"continue"`` they run to their end, detached, and can be followed
+        with :meth:`session_subscribe`. Another value is a ``ValueError``.
+        A configured ``auth_token`` is sent as ``authToken`` on NDJSON
+        network connections, where harnessd expects it.
         """
 
         try:
             params: JsonObject = {"cwd": str(Path(cwd).resolve()), "provider": provider, "model": model}
             if max_tokens is not None:
                 params["maxTokens"] = max_tokens
+            if on_disconnect is not None:
+                if on_disconnect not in ON_DISCONNECT_VALUES:
+                    raise ValueError(f'on_disconnect must be "cancel" or "continue", not {on_disconnect!r}')
+                params["onDisconnect"] = on_disconnect
             if self.config.auth_token is not None and self.config.address is not None:
                 params["authToken"] = self.config.auth_token
             return self.request("initialize", params, response_model=InitializeResponse)
@@ -441,6 +661,149 @@ class HarnessClient:
         if not isinstance(result, dict) or not isinstance(result.get("cancelled"), bool):
             raise ValidationError(f"session/cancel result must be {{\"cancelled\": bool}}, got {result!r}")
         return result["cancelled"]
+
+    # -- harnessd's session store (additions; docs/protocol.md §4.7-4.10) --------
+
+    def session_list(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        timeout_seconds: float | None = None,
+    ) -> SessionListResponse:
+        """One page of the daemon's sessions, most recently updated first
+        (harnessd's ``session/list``).
+
+        ``limit`` is 1..1000 (the daemon's default: 100); ``cursor`` is the
+        ``next_cursor`` of the previous page. Bad values raise
+        :class:`~deepseek_harness.errors.InvalidParamsError`.
+        """
+
+        params: JsonObject = {}
+        if limit is not None:
+            params["limit"] = limit
+        if cursor is not None:
+            params["cursor"] = cursor
+        return self.request("session/list", params, response_model=SessionListResponse,
+                            timeout_seconds=timeout_seconds)
+
+    def iter_sessions(
+        self, *, limit: int | None = None, timeout_seconds: float | None = None
+    ) -> Iterator[SessionInfo]:
+        """Every session, page after page of ``session/list`` (``limit``
+        per page). A session updated meanwhile moves to the first page, so
+        it may come twice or be missed, as the daemon documents."""
+
+        cursor: str | None = None
+        while True:
+            page = self.session_list(limit=limit, cursor=cursor, timeout_seconds=timeout_seconds)
+            yield from page.sessions
+            if page.next_cursor is None or not page.sessions:
+                return
+            cursor = page.next_cursor
+
+    def session_events(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+        timeout_seconds: float | None = None,
+    ) -> SessionEventsResponse:
+        """A page of the session's logged events with ``seq > after_seq``,
+        oldest first (harnessd's ``session/events``).
+
+        ``after_seq`` is -1 or more (the daemon's default: -1, from the
+        start), ``limit`` 1..1000 (default 200). A session without a log
+        raises :class:`~deepseek_harness.errors.InvalidParamsError` whose
+        ``session_id`` is set.
+        """
+
+        params: JsonObject = {"sessionId": session_id}
+        if after_seq is not None:
+            params["afterSeq"] = after_seq
+        if limit is not None:
+            params["limit"] = limit
+        return self.request("session/events", params, response_model=SessionEventsResponse,
+                            timeout_seconds=timeout_seconds)
+
+    def iter_session_events(
+        self,
+        session_id: str,
+        *,
+        after_seq: int = -1,
+        limit: int | None = None,
+        timeout_seconds: float | None = None,
+    ) -> Iterator[JsonObject]:
+        """Every logged event after ``after_seq``, page after page of
+        ``session/events`` (``limit`` per page), up to the last one logged
+        when the final page was read."""
+
+        while True:
+            page = self.session_events(session_id, after_seq=after_seq, limit=limit,
+                                       timeout_seconds=timeout_seconds)
+            yield from page.events
+            if not page.more or not page.events:
+                return
+            seq = page.events[-1].get("seq")
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq <= after_seq:
+                raise ValidationError(f"session/events page ends with an event without a later seq: {seq!r}")
+            after_seq = seq
+
+    def session_subscribe(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        timeout_seconds: float | None = None,
+    ) -> SessionSubscription:
+        """Follow a session from this connection (harnessd's
+        ``session/subscribe``): its logged events with ``seq > after_seq``
+        are replayed first (none when ``after_seq`` is None), then every
+        event it logs, whoever runs the turn, until the subscription is
+        closed. Returns a :class:`SessionSubscription` (iterable, a context
+        manager that unsubscribes).
+
+        Raises :class:`~deepseek_harness.errors.InvalidParamsError` for a
+        session without a log (``session_id`` set), a second subscription
+        of this connection to the session, or too many subscriptions.
+        """
+
+        subscription = SessionSubscription(self, session_id, after_seq)
+        params: JsonObject = {"sessionId": session_id}
+        if after_seq is not None:
+            params["afterSeq"] = after_seq
+        # Registered before the request is written: the replay precedes the response.
+        with self._state:
+            self._subscriptions.append(subscription)
+        try:
+            response = self.request("session/subscribe", params, response_model=SessionSubscribeResponse,
+                                    timeout_seconds=timeout_seconds)
+        except BaseException:
+            subscription._local_close()
+            raise
+        subscription._started(response)
+        return subscription
+
+    def session_unsubscribe(self, session_id: str, *, timeout_seconds: float | None = None) -> bool:
+        """Stop following a session (harnessd's ``session/unsubscribe``).
+        True when this connection was subscribed to it. A
+        :class:`SessionSubscription` of the session is closed too (its
+        queued events stay readable)."""
+
+        unsubscribed = self._unsubscribe(session_id, timeout_seconds)
+        with self._state:
+            mine = [s for s in self._subscriptions
+                    if isinstance(s, SessionSubscription) and s.session_id == session_id and s._active]
+        for subscription in mine:
+            subscription.unsubscribed = unsubscribed
+            subscription._local_close()
+        return unsubscribed
+
+    def _unsubscribe(self, session_id: str, timeout_seconds: float | None) -> bool:
+        return self.request("session/unsubscribe", {"sessionId": session_id},
+                            response_model=SessionUnsubscribeResponse,
+                            timeout_seconds=timeout_seconds).unsubscribed
 
     def request(
         self,

@@ -14,13 +14,18 @@ __all__ = [
     "HarnessError",
     "TransportClosedError",
     "JsonRpcError",
+    "InvalidParamsError",
     "SessionBusyError",
     "ServerOverloadedError",
     "ValidationError",
     "ResponseTypeError",
+    "INVALID_PARAMS",
     "SESSION_BUSY",
     "SERVER_OVERLOADED",
 ]
+
+#: JSON-RPC code of invalid params (JSON-RPC 2.0), e.g. an unknown session.
+INVALID_PARAMS = -32602
 
 #: JSON-RPC code of a prompt for a session that already runs one (harnessd).
 SESSION_BUSY = -32001
@@ -60,6 +65,22 @@ class JsonRpcError(HarnessError):
         self.code = code
         self.message = message
         self.data = data
+
+
+class InvalidParamsError(JsonRpcError):
+    """Code ``-32602`` (addition): the request's params were refused, e.g.
+    a bad field, an unknown provider, or (``session/events``,
+    ``session/subscribe``) a session with no log.
+
+    ``session_id`` is ``data.sessionId`` when the runtime sent one: harnessd
+    does for ``unknown session: ID``. ``data`` keeps the whole object.
+    """
+
+    @property
+    def session_id(self) -> str | None:
+        if isinstance(self.data, dict) and isinstance(self.data.get("sessionId"), str):
+            return self.data["sessionId"]
+        return None
 
 
 class SessionBusyError(JsonRpcError):
@@ -109,5 +130,9 @@ def error_from_response(error: Any) -> JsonRpcError:
     message = error.get("message")
     if not isinstance(message, str) or not message:
         message = "JSON-RPC error"
-    cls = {SESSION_BUSY: SessionBusyError, SERVER_OVERLOADED: ServerOverloadedError}.get(code, JsonRpcError)
+    cls = {
+        INVALID_PARAMS: InvalidParamsError,
+        SESSION_BUSY: SessionBusyError,
+        SERVER_OVERLOADED: ServerOverloadedError,
+    }.get(code, JsonRpcError)
     return cls(code, message, error.get("data"))

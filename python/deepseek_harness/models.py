@@ -24,7 +24,13 @@ __all__ = [
     "ServerInfo",
     "InitializeResponse",
     "SessionPromptResponse",
+    "SessionInfo",
+    "SessionListResponse",
+    "SessionEventsResponse",
+    "SessionSubscribeResponse",
+    "SessionUnsubscribeResponse",
     "PROMPT_STATUSES",
+    "ON_DISCONNECT_VALUES",
 ]
 
 JsonScalar = Union[str, int, float, bool, None]
@@ -33,6 +39,10 @@ JsonObject = dict[str, JsonValue]
 
 #: The statuses a ``session/prompt`` result may carry.
 PROMPT_STATUSES = ("ok", "error", "aborted")
+
+#: The values of ``initialize``'s ``onDisconnect`` (harnessd): what happens
+#: to a network connection's running turns when it drops.
+ON_DISCONNECT_VALUES = ("cancel", "continue")
 
 
 @dataclass(slots=True)
@@ -54,10 +64,14 @@ class BaseModel:
     default)``; ``check(value, where)`` returns the stored value or raises
     :class:`ValidationError`. A default of ``_MISSING`` makes the field
     required. Keys that are not fields are ignored, as pydantic does by
-    default.
+    default. ``_aliases`` maps a field to its key on the wire when the two
+    differ (``last_seq`` <- ``lastSeq``): ``model_validate`` reads the wire
+    key, keyword construction and ``model_dump`` use the field name
+    (``model_dump(by_alias=True)`` the wire key), as pydantic's aliases do.
     """
 
     _fields: ClassVar[dict[str, tuple[Callable[[Any, str], Any], Any]]] = {}
+    _aliases: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **data: Any) -> None:
         for name, (check, default) in self._fields.items():
@@ -78,15 +92,22 @@ class BaseModel:
             return obj
         if not isinstance(obj, Mapping):
             raise ValidationError(f"{cls.__name__}: expected a JSON object, got {_describe(obj)}")
-        return cls(**{str(k): v for k, v in obj.items()})
+        if not cls._aliases:
+            return cls(**{str(k): v for k, v in obj.items()})
+        data = {}
+        for name in cls._fields:
+            key = cls._aliases.get(name, name)
+            if key in obj:
+                data[name] = obj[key]
+        return cls(**data)
 
-    def model_dump(self) -> dict[str, Any]:
-        """The fields as plain JSON values (nested models included)."""
+    def model_dump(self, *, by_alias: bool = False) -> dict[str, Any]:
+        """The fields as plain JSON values (nested models included), keyed
+        by field name, or by wire key with *by_alias*."""
 
         out: dict[str, Any] = {}
         for name in self._fields:
-            value = getattr(self, name)
-            out[name] = value.model_dump() if isinstance(value, BaseModel) else value
+            out[self._aliases.get(name, name) if by_alias else name] = _dump(getattr(self, name), by_alias)
         return out
 
     def __eq__(self, other: object) -> bool:
@@ -101,6 +122,14 @@ class BaseModel:
         return f"{type(self).__name__}({inner})"
 
 
+def _dump(value: Any, by_alias: bool) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(by_alias=by_alias)
+    if isinstance(value, list):
+        return [_dump(item, by_alias) for item in value]
+    return value
+
+
 def _describe(value: Any) -> str:
     text = repr(value)
     if len(text) > 200:
@@ -112,6 +141,57 @@ def _optional_str(value: Any, where: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise ValidationError(f"{where}: expected a string or null, got {_describe(value)}")
+
+
+def _str(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    raise ValidationError(f"{where}: expected a string, got {_describe(value)}")
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValidationError(f"{where}: expected an integer, got {_describe(value)}")
+
+
+def _seq(value: Any, where: str) -> int:
+    # A session's last seq: -1 while it has no event.
+    value = _int(value, where)
+    if value < -1:
+        raise ValidationError(f"{where}: expected -1 or more, got {value}")
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ValidationError(f"{where}: expected a boolean, got {_describe(value)}")
+
+
+def _objects(value: Any, where: str) -> list[JsonObject]:
+    # Session events are kept as the plain objects the runtime sent.
+    if not isinstance(value, list):
+        raise ValidationError(f"{where}: expected an array, got {_describe(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise ValidationError(f"{where}[{index}]: expected a JSON object, got {_describe(item)}")
+    return [item if isinstance(item, dict) else dict(item) for item in value]
+
+
+def _models(model: type[BaseModel]) -> Callable[[Any, str], Any]:
+    def check(value: Any, where: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise ValidationError(f"{where}: expected an array, got {_describe(value)}")
+        out = []
+        for index, item in enumerate(value):
+            try:
+                out.append(model.model_validate(item))
+            except ValidationError as exc:
+                raise ValidationError(f"{where}[{index}]: {exc}") from None
+        return out
+
+    return check
 
 
 def _optional_model(model: type[BaseModel]) -> Callable[[Any, str], Any]:
@@ -170,3 +250,94 @@ class SessionPromptResponse(BaseModel):
     _fields = {"status": (_status, _MISSING), "reason": (_turn_end_reason, _MISSING)}
     status: str
     reason: JsonObject
+
+
+# ---------------------------------------------------------------- harnessd's session store
+#
+# Results of harnessd's extensions session/list, session/events,
+# session/subscribe and session/unsubscribe (docs/protocol.md §4.7-4.10).
+# Their fields are snake_case; the wire's camelCase keys are aliases.
+
+
+class SessionInfo(BaseModel):
+    """One session of ``session/list``.
+
+    ``created_at`` and ``updated_at`` are epoch milliseconds (the log
+    header's creation, the last logged event); ``last_seq`` is the last
+    event's ``seq`` (``-1`` without events); ``turns`` counts turns started;
+    ``running`` is true while a turn runs or waits to run on the daemon,
+    a detached one included; ``parent_session_id`` is set for a subagent's
+    session.
+    """
+
+    _fields = {
+        "session_id": (_str, _MISSING),
+        "created_at": (_int, _MISSING),
+        "updated_at": (_int, _MISSING),
+        "last_seq": (_seq, _MISSING),
+        "turns": (_int, _MISSING),
+        "running": (_bool, _MISSING),
+        "parent_session_id": (_optional_str, None),
+    }
+    _aliases = {
+        "session_id": "sessionId",
+        "created_at": "createdAt",
+        "updated_at": "updatedAt",
+        "last_seq": "lastSeq",
+        "parent_session_id": "parentSessionId",
+    }
+    session_id: str
+    created_at: int
+    updated_at: int
+    last_seq: int
+    turns: int
+    running: bool
+    parent_session_id: str | None
+
+
+class SessionListResponse(BaseModel):
+    """Result of ``session/list``: one page of sessions, most recently
+    updated first; ``next_cursor`` fetches the next page (``None`` on the
+    last one)."""
+
+    _fields = {"sessions": (_models(SessionInfo), _MISSING), "next_cursor": (_optional_str, None)}
+    _aliases = {"next_cursor": "nextCursor"}
+    sessions: list[SessionInfo]
+    next_cursor: str | None
+
+
+class SessionEventsResponse(BaseModel):
+    """Result of ``session/events``: a page of logged events, oldest first.
+
+    ``events`` are the event objects (``{"type", "seq", "time", "data"}``),
+    the ``event`` of their ``session.event`` notifications; ``last_seq`` is
+    the session's last logged ``seq`` when the page was read (``-1`` when
+    none); ``more`` is true when events after this page exist.
+    """
+
+    _fields = {
+        "events": (_objects, _MISSING),
+        "last_seq": (_seq, _MISSING),
+        "more": (_bool, _MISSING),
+    }
+    _aliases = {"last_seq": "lastSeq"}
+    events: list[JsonObject]
+    last_seq: int
+    more: bool
+
+
+class SessionSubscribeResponse(BaseModel):
+    """Result of ``session/subscribe``: the session's last logged ``seq``
+    when the replay ended (``-1`` when none)."""
+
+    _fields = {"last_seq": (_seq, _MISSING)}
+    _aliases = {"last_seq": "lastSeq"}
+    last_seq: int
+
+
+class SessionUnsubscribeResponse(BaseModel):
+    """Result of ``session/unsubscribe``: whether the connection was
+    subscribed."""
+
+    _fields = {"unsubscribed": (_bool, _MISSING)}
+    unsubscribed: bool

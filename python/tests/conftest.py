@@ -27,7 +27,7 @@ FAKES_DIR = TESTS_DIR / "fakes"
 if str(PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(PYTHON_DIR))
 
-from deepseek_harness import DeepSeekHarness  # noqa: E402
+from deepseek_harness import DeepSeekHarness, HarnessClient, HarnessConfig  # noqa: E402
 
 
 def default_harnessd_bin() -> Path:
@@ -93,6 +93,47 @@ def fake_argv(name: str) -> tuple[str, ...]:
     """launch_args_override running the fake runtime script *name*."""
 
     return (sys.executable, str(FAKES_DIR / name))
+
+
+@pytest.fixture
+def fake_harness(tmp_path: Path):
+    """Factory: a (not yet started) harness on a fake runtime script."""
+
+    made: list[DeepSeekHarness] = []
+
+    def make(name: str = "echo_runtime.py", **options) -> DeepSeekHarness:
+        options.setdefault("launch_args_override", fake_argv(name))
+        options.setdefault("cwd", str(tmp_path))
+        options.setdefault("request_timeout_seconds", 15)
+        options.setdefault("shutdown_timeout_seconds", 3)
+        harness = DeepSeekHarness(**options)
+        made.append(harness)
+        return harness
+
+    yield make
+    for harness in made:
+        harness.close()
+
+
+@pytest.fixture
+def fake_client(tmp_path: Path):
+    """Factory: a started and initialized low-level client on a fake."""
+
+    made: list[HarnessClient] = []
+
+    def make(name: str = "echo_runtime.py", **options) -> HarnessClient:
+        options.setdefault("launch_args_override", fake_argv(name))
+        options.setdefault("request_timeout_seconds", 15)
+        options.setdefault("shutdown_timeout_seconds", 3)
+        client = HarnessClient(HarnessConfig(**options))
+        made.append(client)
+        client.start()
+        client.initialize(cwd=str(tmp_path), provider="scripted", model="fake")
+        return client
+
+    yield make
+    for client in made:
+        client.close()
 
 
 @pytest.fixture

@@ -28,9 +28,17 @@ from deepseek_harness import (
     TurnResult,
 )
 from deepseek_harness.api import final_response, normalize_input
-from deepseek_harness.client import NotificationSubscription, resolve_launch_args
+from deepseek_harness.models import (
+    SessionEventsResponse,
+    SessionInfo,
+    SessionListResponse,
+    SessionSubscribeResponse,
+    SessionUnsubscribeResponse,
+)
+from deepseek_harness.client import NotificationSubscription, SessionSubscription, resolve_launch_args
 from deepseek_harness.errors import (
     HarnessError,
+    InvalidParamsError,
     JsonRpcError,
     ResponseTypeError,
     ServerOverloadedError,
@@ -127,7 +135,8 @@ def test_deepseek_harness_config_fields_and_defaults():
         ("base_url", None),
         ("api_key", None),
     ]
-    assert [name for name, _ in fields[13:]] == ["max_tokens", "address", "auth_token", "ssl_context"]
+    assert [name for name, _ in fields[13:]] == ["max_tokens", "address", "auth_token", "ssl_context", "on_disconnect"]
+    assert dict(fields)["on_disconnect"] is None
     names = {name for name, _ in fields}
     assert "system_prompt" not in names and "bridge_bin" not in names
     assert DeepSeekHarnessConfig().env is not DeepSeekHarnessConfig().env
@@ -228,6 +237,7 @@ def test_error_hierarchy():
     assert issubclass(TransportClosedError, HarnessError)
     assert issubclass(JsonRpcError, HarnessError)
     assert issubclass(SessionBusyError, JsonRpcError) and issubclass(ServerOverloadedError, JsonRpcError)
+    assert issubclass(InvalidParamsError, JsonRpcError)
     assert issubclass(ValidationError, ValueError)
     assert issubclass(ResponseTypeError, TypeError) and issubclass(ResponseTypeError, ValueError)
     err = JsonRpcError(-32601, "method not found: x", {"a": 1})
@@ -238,7 +248,9 @@ def test_error_hierarchy():
 @pytest.mark.parametrize(
     "error, cls, code, message",
     [
-        ({"code": -32602, "message": "bad"}, JsonRpcError, -32602, "bad"),
+        ({"code": -32602, "message": "bad"}, InvalidParamsError, -32602, "bad"),
+        ({"code": -32602, "message": "unknown session: x", "data": {"sessionId": "x"}},
+         InvalidParamsError, -32602, "unknown session: x"),
         ({"code": "x", "message": "bad"}, JsonRpcError, None, "bad"),
         ({"code": True, "message": "bad"}, JsonRpcError, None, "bad"),
         ({"code": -1}, JsonRpcError, -1, "JSON-RPC error"),
@@ -254,6 +266,10 @@ def test_error_from_response(error, cls, code, message):
     assert type(err) is cls and err.code == code and err.message == message
     if cls is SessionBusyError:
         assert err.session_id == "s"
+    if cls is InvalidParamsError:
+        assert isinstance(err, JsonRpcError)
+        assert err.session_id == ("x" if err.data else None)
+        assert err.data == ({"sessionId": "x"} if err.data else None)
     if cls is ServerOverloadedError:
         assert err.retry_after_ms == 120
 
@@ -456,3 +472,148 @@ def test_subscription_next_timeout_and_wake():
 def test_notification_subscription_is_exported_from_client():
     client = HarnessClient()
     assert isinstance(client.subscribe_notifications(), NotificationSubscription)
+
+
+# ----------------------------------------------------------------- session store additions
+
+LISTED = {
+    "sessions": [
+        {"sessionId": "s.sub-1-5ad3a5a34e8c28a9", "createdAt": 1796294220111, "updatedAt": 1796294220112,
+         "lastSeq": 9, "turns": 1, "running": False, "parentSessionId": "s"},
+        {"sessionId": "s", "createdAt": 1796294220110, "updatedAt": 1796294220112, "lastSeq": 21, "turns": 1,
+         "running": True, "future": 1},
+    ],
+    "nextCursor": "1796294220112 s",
+}
+
+
+def test_session_list_models():
+    page = SessionListResponse.model_validate(LISTED)
+    assert page.next_cursor == "1796294220112 s"
+    child, parent = page.sessions
+    assert isinstance(child, SessionInfo)
+    assert (child.session_id, child.created_at, child.updated_at, child.last_seq, child.turns, child.running,
+            child.parent_session_id) == ("s.sub-1-5ad3a5a34e8c28a9", 1796294220111, 1796294220112, 9, 1, False, "s")
+    assert parent.parent_session_id is None and parent.running is True and not hasattr(parent, "future")
+    # Field names in Python, wire keys with by_alias; the wire form round-trips.
+    assert parent.model_dump()["last_seq"] == 21
+    dumped = page.model_dump(by_alias=True)
+    assert dumped["nextCursor"] == "1796294220112 s" and dumped["sessions"][0]["parentSessionId"] == "s"
+    assert SessionListResponse.model_validate(dumped) == page
+    assert SessionListResponse.model_validate({"sessions": []}).next_cursor is None
+    assert SessionInfo(session_id="a", created_at=1, updated_at=2, last_seq=-1, turns=0, running=False).last_seq == -1
+    for bad in (
+        {},
+        {"sessions": {}},
+        {"sessions": [{"sessionId": "a"}]},
+        {"sessions": [dict(LISTED["sessions"][1], lastSeq=-2)]},
+        {"sessions": [dict(LISTED["sessions"][1], running="no")]},
+        {"sessions": [dict(LISTED["sessions"][1], turns=True)]},
+        {"sessions": [], "nextCursor": 5},
+        [],
+    ):
+        with pytest.raises(ValueError):
+            SessionListResponse.model_validate(bad)
+
+
+def test_session_events_subscribe_unsubscribe_models():
+    events = [{"type": "step/end", "seq": 8, "time": 1, "data": {"turn": 0, "step": 0}}]
+    page = SessionEventsResponse.model_validate({"events": events, "lastSeq": 9, "more": True})
+    assert (page.events, page.last_seq, page.more) == (events, 9, True)
+    assert SessionEventsResponse.model_validate({"events": [], "lastSeq": -1, "more": False}).last_seq == -1
+    for bad in ({"events": [1], "lastSeq": 9, "more": True}, {"events": [], "lastSeq": "9", "more": False},
+                {"events": [], "lastSeq": 9}, {"lastSeq": 9, "more": False}):
+        with pytest.raises(ValueError):
+            SessionEventsResponse.model_validate(bad)
+    assert SessionSubscribeResponse.model_validate({"lastSeq": 9}).last_seq == 9
+    assert SessionUnsubscribeResponse.model_validate({"unsubscribed": False}).unsubscribed is False
+    for model, bad in ((SessionSubscribeResponse, {}), (SessionSubscribeResponse, {"lastSeq": None}),
+                       (SessionUnsubscribeResponse, {"unsubscribed": 1})):
+        with pytest.raises(ValueError):
+            model.model_validate(bad)
+
+
+def test_session_store_signatures():
+    sig = inspect.signature(HarnessClient.initialize)
+    assert sig.parameters["on_disconnect"].default is None
+    assert sig.parameters["on_disconnect"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert list(inspect.signature(HarnessClient.session_list).parameters) == [
+        "self", "limit", "cursor", "timeout_seconds"]
+    assert list(inspect.signature(HarnessClient.session_events).parameters) == [
+        "self", "session_id", "after_seq", "limit", "timeout_seconds"]
+    assert list(inspect.signature(HarnessClient.session_subscribe).parameters) == [
+        "self", "session_id", "after_seq", "timeout_seconds"]
+    assert list(inspect.signature(HarnessClient.session_unsubscribe).parameters) == [
+        "self", "session_id", "timeout_seconds"]
+    for method in (Session.events, Session.iter_events, Session.subscribe):
+        assert "after_seq" in inspect.signature(method).parameters
+    assert issubclass(SessionSubscription, NotificationSubscription)
+
+
+def feed_event(client, session_id, seq, method="session.event"):
+    client._handle_message({"jsonrpc": "2.0", "method": method,
+                            "params": {"sessionId": session_id, "event": {"type": "x", "seq": seq}}})
+
+
+def test_session_subscription_routing_without_a_runtime():
+    client = HarnessClient()
+    sub = SessionSubscription(client, "A", after_seq=3)
+    client._subscriptions.append(sub)
+    # Before the answer: a turn of this connection's own (7, 8) ahead of
+    # the replay (4..6), a repeat, and events up to after_seq (not taken).
+    for seq in (2, 7, 8, 3, 4, 5, 5, 6):
+        feed_event(client, "A", seq)
+    feed_event(client, "B", 7)
+    client._handle_message({"method": "subagent.started", "params": {"parentSessionId": "A", "childSessionId": "A.1"}})
+    client._handle_message({"method": "session.event", "params": {"sessionId": "A", "event": "not an object"}})
+    assert sub.seen_seq == 3
+    sub._started(SessionSubscribeResponse(last_seq=6))
+    assert (sub.last_seq, sub.seen_seq) == (6, 3)
+    # Once live, a seq already queued is not taken again.
+    for seq in (8, 9, 9, 10):
+        feed_event(client, "A", seq)
+    assert [sub.next_event()["seq"], sub.next(timeout_seconds=1).payload["event"]["seq"]] == [4, 5]
+    assert sub.seen_seq == 5
+    seen = []
+    sub.drain(seen.append)
+    assert [n.payload["event"]["seq"] for n in seen] == [6, 7, 8, 9, 10] and sub.seen_seq == 10
+    left = []
+    while True:
+        try:
+            left.append(client.next_notification(timeout_seconds=0))
+        except TimeoutError:
+            break
+    assert [(n.payload.get("sessionId"), n.payload["event"]["seq"] if isinstance(n.payload.get("event"), dict)
+             else None) for n in left] == [("A", 2), ("A", 3), ("B", 7), (None, None), ("A", None), ("A", 8),
+                                           ("A", 9)]
+    with pytest.raises(TimeoutError):
+        sub.next_event(timeout_seconds=0.01)
+    feed_event(client, "A", 11)
+    sub.close()  # the runtime is not running: the unsubscribe fails quietly
+    assert sub.closed and sub.unsubscribed is None
+    assert [n.payload["event"]["seq"] for n in sub] == [11]
+    assert list(sub.events()) == []
+
+
+def test_session_subscription_seen_seq_starts_at_last_seq_without_replay():
+    client = HarnessClient()
+    sub = SessionSubscription(client, "A", after_seq=None)
+    assert sub.seen_seq is None
+    client._subscriptions.append(sub)
+    feed_event(client, "A", 9)  # of a turn of this connection, before the start
+    sub._started(SessionSubscribeResponse(last_seq=9))
+    assert (sub.last_seq, sub.seen_seq) == (9, 9)
+    feed_event(client, "A", 10)
+    events = sub.events(until_turn_end=True)
+    assert next(events)["seq"] == 10 and sub.seen_seq == 10
+    client._handle_message({"method": "session.event",
+                            "params": {"sessionId": "A", "event": {"type": "turn/end", "seq": 11}}})
+    feed_event(client, "A", 12)
+    assert [e["seq"] for e in events] == [11]
+    assert sub.next_event()["seq"] == 12
+
+
+def test_on_disconnect_is_checked_before_sending():
+    client = HarnessClient()
+    with pytest.raises(ValueError, match="on_disconnect"):
+        client.initialize(cwd=".", provider="scripted", model="m", on_disconnect="later")

@@ -31,47 +31,6 @@ from deepseek_harness import (
 from deepseek_harness.errors import JsonRpcError, TransportClosedError
 
 
-@pytest.fixture
-def fake_harness(tmp_path: Path):
-    """Factory: a (not yet started) harness on a fake runtime script."""
-
-    made: list[DeepSeekHarness] = []
-
-    def make(name: str = "echo_runtime.py", **options) -> DeepSeekHarness:
-        options.setdefault("launch_args_override", fake_argv(name))
-        options.setdefault("cwd", str(tmp_path))
-        options.setdefault("request_timeout_seconds", 15)
-        options.setdefault("shutdown_timeout_seconds", 3)
-        harness = DeepSeekHarness(**options)
-        made.append(harness)
-        return harness
-
-    yield make
-    for harness in made:
-        harness.close()
-
-
-@pytest.fixture
-def fake_client(tmp_path: Path):
-    """Factory: a started and initialized low-level client on a fake."""
-
-    made: list[HarnessClient] = []
-
-    def make(name: str = "echo_runtime.py", **options) -> HarnessClient:
-        options.setdefault("launch_args_override", fake_argv(name))
-        options.setdefault("request_timeout_seconds", 15)
-        options.setdefault("shutdown_timeout_seconds", 3)
-        client = HarnessClient(HarnessConfig(**options))
-        made.append(client)
-        client.start()
-        client.initialize(cwd=str(tmp_path), provider="scripted", model="fake")
-        return client
-
-    yield make
-    for client in made:
-        client.close()
-
-
 def drain_global(client: HarnessClient) -> list[Notification]:
     out = []
     while True:
