@@ -302,7 +302,7 @@ asio::awaitable<void> watch_connection(Cli& cli) {
 /// Subscribes to the session with `after_seq` and prints its events until
 /// `until_end` is met (the transcript's end), a signal or the connection's end.
 /// Returns exit_ok when ended, else exit_connection for a lost connection or
-/// -1 after a signal.
+/// -1 after a signal (or once stdout is closed).
 asio::awaitable<int> follow(Cli& cli, std::int64_t after_seq, bool until_end) {
   NotificationHandler handler = [&cli](const Notification& n) { on_live_event(cli, n); };
   std::string session = cli.options.session;
@@ -316,7 +316,7 @@ asio::awaitable<int> follow(Cli& cli, std::int64_t after_seq, bool until_end) {
       rc = exit_ok;
       break;
     }
-    if (cli.quitting) break;
+    if (cli.quitting || std::ferror(stdout) != 0) break;  // a signal, or nobody reads our output
     if (cli.client->closed()) {
       cli.out.end_line();
       std::fprintf(stderr, "harness: connection lost while following %s\n", cli.options.session.c_str());
@@ -814,7 +814,8 @@ int main(int argc, char** argv) {
       "When no turn runs, it prints the last turn's status and exits with its code.\n"
       "Ctrl-C detaches (exit 2) and leaves the turn running; cancel it with session/cancel.\n"
       "A turn that stopped at the token limit counts as error here, even on a daemon run\n"
-      "with --max-tokens-as-success.\n\n"
+      "with --max-tokens-as-success. Attaching needs the session's log: a daemon run with\n"
+      "--store memory keeps none.\n\n"
       "Examples:\n"
       "  harness prompt --connect tcp://127.0.0.1:7879 --session job --on-disconnect continue \"...\"\n"
       "  harness attach --connect tcp://127.0.0.1:7879 job; echo \"turn ended with $?\"");
