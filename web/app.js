@@ -1335,6 +1335,7 @@ const sidebar = {
 
   render() {
     const items = this.items();
+    const local = new Map(sessionStore.list().map((e) => [e.id, e]));
     const children = new Map();
     const roots = [];
     for (const s of items.values()) {
@@ -1351,7 +1352,7 @@ const sidebar = {
     roots.sort(byUpdated);
     const node = (s, depth) => {
       const kids = (children.get(s.sessionId) ?? []).sort(byCreated);
-      const wrap = h('div', { class: 'session-node', role: 'listitem' }, this.item(s, depth, items));
+      const wrap = h('div', { class: 'session-node', role: 'listitem' }, this.item(s, depth, items, local));
       if (kids.length) wrap.append(h('div', { class: 'session-children', role: 'list' }, ...kids.map((k) => node(k, depth + 1))));
       return wrap;
     };
@@ -1359,7 +1360,7 @@ const sidebar = {
     moreSessionsBtn.hidden = !(this.supported() && this.cursor);
     sidebarNoteEl.textContent = this.supported() ? ''
       : rpc.ready ? 'This server cannot list sessions: showing the ones opened in this browser.' : '';
-    renderSessionOptions(items);
+    renderSessionOptions(items, local);
   },
 
   /**
@@ -1376,9 +1377,9 @@ const sidebar = {
     return s.running === true;
   },
 
-  item(s, depth, items) {
+  item(s, depth, items, local) {
     const id = s.sessionId;
-    const stored = sessionStore.get(id);
+    const stored = local.get(id);
     const parent = typeof s.parentSessionId === 'string' ? s.parentSessionId : null;
     const subMatch = parent ? /\.(sub-\d+)-[0-9a-f]+$/.exec(id) : null;
     const title = stored?.title || (parent ? `subagent ${subMatch ? subMatch[1] : ''}`.trim() : id);
@@ -1410,10 +1411,10 @@ const sidebar = {
   },
 };
 
-function renderSessionOptions(items = sidebar.items()) {
+function renderSessionOptions(items, local) {
   const list = [...items.values()].sort((a, b) => (b.updatedAt ?? 0) - (a.updatedAt ?? 0));
   sessionSelect.replaceChildren(...list.map((s) => {
-    const title = sessionStore.get(s.sessionId)?.title || (s.parentSessionId ? 'subagent' : 'Session');
+    const title = local.get(s.sessionId)?.title || (s.parentSessionId ? 'subagent' : 'Session');
     return h('option', { value: s.sessionId, text: `${title} — ${shortId(s.sessionId)}`, title: s.sessionId });
   }));
   if (state.current) sessionSelect.value = state.current;
@@ -1431,6 +1432,7 @@ function switchSession(id) {
   const url = new URL(location.href);
   url.searchParams.set('session', id);
   history.replaceState(null, '', url);
+  document.body.classList.remove('sidebar-open');
   const t = transcript(id);
   if (rpc.ready && !rpc.has('session/events')) t.showLocalHistory();
   transcriptEl.replaceChildren(t.el);

@@ -479,6 +479,39 @@ test('a second tab streams the turns the first one starts, and the other way rou
   await tabA.close();
 });
 
+test('a connection lost mid-turn: the turn runs on and the page follows it again', { skip: skipReason, timeout: 60000 }, async (t) => {
+  if (needsHistory(t)) return;
+  const page = await context.newPage();
+  page.setDefaultTimeout(15000);
+  page.on('pageerror', (err) => pageErrors.push(String(err)));
+  // The page's WebSockets pass through a route, so the test can cut one.
+  const sockets = [];
+  await page.routeWebSocket(() => true, (ws) => {
+    sockets.push(ws);
+    ws.connectToServer();
+  });
+  await page.goto(baseUrl);
+  await page.waitForSelector('#status[data-state="connected"]');
+  await newSession(page);
+
+  await sendPrompt(page, '@delay 8\n@chunks 300 8');
+  await page.waitForFunction(() => {
+    const turns = document.querySelectorAll('[data-testid="turn"]');
+    return turns.length === 1 && turns[0].textContent.includes('cccc');
+  });
+  assert.equal(sockets.length, 1);
+  await sockets[0].close();
+  // The daemon keeps the turn (onDisconnect: "continue"); the page says so, reconnects and follows it.
+  await page.waitForSelector('[data-testid="turn"] .badge[data-status="running"]:text("detached")');
+  assert.equal(await page.isHidden('#error-banner'), true);
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="turn"][data-status]').length === 1, null, { timeout: 30000 });
+  assert.ok(sockets.length >= 2, 'the page reconnected');
+  assert.equal(await lastTurnSettled(page), 'ok');
+  assert.equal(await lastTurnText(page), chunksText(300, 8), 'every chunk once, in order');
+  assert.match(await turnStatusText(page), /\bok\b/);
+  await page.close();
+});
+
 test('the sidebar lists the sessions with running state and subagent lineage', { skip: skipReason, timeout: 90000 }, async (t) => {
   if (needsHistory(t)) return;
   assert.ok(sessionId && reloadSession && twoTabSession, 'needs the sessions of the earlier tests');
