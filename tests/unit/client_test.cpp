@@ -824,7 +824,7 @@ namespace {
 
 /// Collects a subscription's events on the client's thread; `ended` is set by
 /// the first turn/end.
-struct EventSink {
+struct EventCollector {
   std::mutex mutex;
   std::vector<json::object> events;
   std::promise<void> ended;
@@ -848,7 +848,7 @@ struct EventSink {
   }
 };
 
-std::vector<std::int64_t> range(std::int64_t from, std::int64_t to) {
+std::vector<std::int64_t> seq_range(std::int64_t from, std::int64_t to) {
   std::vector<std::int64_t> out;
   for (std::int64_t i = from; i <= to; ++i) out.push_back(i);
   return out;
@@ -899,21 +899,21 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
     // session/subscribe from another connection: replay, then live events.
     std::unique_ptr<BlockingClient> b = BlockingClient::connect(daemon.url());
     b->initialize().get();
-    EventSink replay;
+    EventCollector replay;
     SessionSubscription replayed = b->session_subscribe("R", 4, replay.handler()).get();
     CHECK(replayed.last_seq == 9);
-    CHECK(replay.seqs() == range(5, 9));  // all before the response
+    CHECK(replay.seqs() == seq_range(5, 9));  // all before the response
     CHECK(b->session_unsubscribe("R").get());
     replayed.events.reset();
 
-    EventSink live;
+    EventCollector live;
     SessionSubscription following = b->session_subscribe("R", 9, live.handler()).get();
     CHECK(following.last_seq == 9);
     CHECK(a->session_prompt("R", "@chunks 3 4").get().status == "ok");
     REQUIRE(live.ended.get_future().wait_for(10s) == std::future_status::ready);
     const std::vector<std::int64_t> seqs = live.seqs();
     REQUIRE_FALSE(seqs.empty());
-    CHECK(seqs == range(10, seqs.back()));
+    CHECK(seqs == seq_range(10, seqs.back()));
     CHECK(b->session_unsubscribe("R").get());
     CHECK_FALSE(b->session_unsubscribe("R").get());
 
@@ -926,7 +926,7 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
     std::this_thread::sleep_for(100ms);  // the turn is running
     c.reset();                           // the connection ends
     CHECK_THROWS_AS(detached.get(), TransportClosed);
-    EventSink rest;
+    EventCollector rest;
     std::int64_t after = -1;
     SessionSubscription resumed{};
     try {
