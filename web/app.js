@@ -823,7 +823,7 @@ class Transcript {
     }
     if (g.events) g.events.push(ev);
     g.view.event(ev);
-    if (ev.type === 'user/message' && !g.partial) this.adopt(g, blocksText(ev.data?.content));
+    if (ev.type === 'user/message' && live && !g.partial) this.adopt(g, blocksText(ev.data?.content));
     if (ev.type === 'turn/start' && live) {
       setTurnStatus(this.id, 'running', 'running…');
       sidebar.render();
