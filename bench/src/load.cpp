@@ -685,7 +685,8 @@ Results run_load(const Options& given) {
   if (opt.read_buffer == 0) opt.read_buffer = default_read_buffer(opt.connections);
   Results r;
   r.mode = "load";
-  const std::string prompt = fmt::format("@chunks {} {}", opt.chunks, opt.bytes);
+  std::string prompt = fmt::format("@chunks {} {}", opt.chunks, opt.bytes);
+  if (opt.delay_ms > 0) prompt += fmt::format("\n@delay {}", opt.delay_ms);
   Runner runner(opt, opt.connections, opt.sessions, prompt, opt.chunks);
   if (!runner.setup(setup_wave, setup_timeout)) r.messages.push_back("connection setup timed out");
   note_setup_failure(r, runner.initialized(), opt.connections);

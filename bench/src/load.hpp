@@ -21,6 +21,7 @@ struct Options {
   int sessions = 1;  ///< per connection
   int chunks = 10;
   int bytes = 64;
+  int delay_ms = 0;  ///< @delay before each chunk: a model-paced turn
   double duration = 5;  ///< seconds measured
   double warmup = 1;    ///< seconds before the measurement
   double rate = 0;      ///< total prompts/s (open loop); 0 = closed loop

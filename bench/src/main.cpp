@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
                  "http://HOST:PORT/metrics of harnessd: report frames per write and writes per notification");
   app.add_option("--json", opt.json_path, "write every figure to this JSON file");
   app.add_option("--label", opt.label, "free text copied into the report");
+  app.add_option("--delay-ms", opt.delay_ms, "milliseconds before each chunk (@delay): a turn paced like a model")
+      ->check(CLI::Range(0, 60'000));
   app.add_option("--subscribers", opt.subscribers,
                  "load mode: N more connections session/subscribe to the first connection's first session and "
                  "check that its events reach them without a gap (harnessd only)")

@@ -46,9 +46,10 @@ void print_report(std::ostream& out, const Options& opt, const Results& r) {
   add(fmt::format("harness-bench  {}  {}{}\n", r.mode, opt.target_url,
                   opt.label.empty() ? "" : "  [" + opt.label + "]"));
   if (r.mode == "load") {
-    add(fmt::format("load          N={} connection(s) x M={} session(s), \"@chunks {} {}\", {}, {} s warmup + {} s measured, "
+    add(fmt::format("load          N={} connection(s) x M={} session(s), \"@chunks {} {}{}\", {}, {} s warmup + {} s measured, "
                     "{} client thread(s)\n",
                     opt.connections, opt.sessions, opt.chunks, opt.bytes,
+                    opt.delay_ms > 0 ? fmt::format(" @delay {}", opt.delay_ms) : std::string(),
                     opt.rate > 0 ? fmt::format("open loop {} prompts/s", opt.rate) : std::string("closed loop"),
                     opt.warmup, opt.duration, opt.threads));
     add(fmt::format("throughput    {:.0f} prompts/s   {:.0f} notifications/s   {:.1f} MB/s received\n", r.prompts_per_s,
@@ -109,6 +110,7 @@ void write_json(const std::string& path, const Options& opt, const Results& r) {
   o["sessions"] = opt.sessions;
   o["chunks"] = opt.chunks;
   o["bytes"] = opt.bytes;
+  o["delay_ms"] = opt.delay_ms;
   o["duration"] = opt.duration;
   o["warmup"] = opt.warmup;
   o["rate"] = opt.rate;

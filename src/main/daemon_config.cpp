@@ -79,6 +79,8 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
                  "Close a connection with more bytes of subscribed session events queued than this "
                  "(session/subscribe never slows a turn)")
       ->check(CLI::Range(std::size_t{64 * 1024}, std::size_t{1} << 34));
+  add_ms(app, "--subscriber-linger-ms", config.server.subscriber_linger,
+         "Subscribed events wait this long to share one write per connection (0: written at once)", 0, 1000);
   app.add_option("--max-subscriptions", config.server.max_subscriptions,
                  "Sessions one connection may subscribe to at once")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));

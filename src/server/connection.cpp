@@ -7,6 +7,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <spdlog/spdlog.h>
 
@@ -24,6 +26,7 @@ Connection::Connection(Strand strand, std::unique_ptr<transport::FrameTransport>
       outbox_(std::make_shared<Outbox>(strand_, context.config.outbox_max_bytes)),
       progress_(util::Wakeup::create(strand_)),
       write_deadline_(strand_),
+      linger_(strand_),
       quiet_deadline_(strand_),
       peer_(transport_->peer()),
       client_(context, outbox_),
@@ -110,6 +113,14 @@ asio::awaitable<void> Connection::writer() {
   std::uint64_t frames_before = 0;
   auto self = shared_from_this();
   while (co_await outbox_->take(batch)) {
+    if (outbox_->took_only_offers() && context_.config.subscriber_linger.count() > 0) {
+      // Only subscribed events: they wait a moment, so a busy session's
+      // followers get one write per linger instead of one per event.
+      linger_.expires_after(context_.config.subscriber_linger);
+      boost::system::error_code ignored;
+      co_await linger_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+      outbox_->take_ready(batch);
+    }
     std::size_t bytes = 0;
     views.clear();
     for (const Block& block : batch) {
@@ -119,9 +130,14 @@ asio::awaitable<void> Connection::writer() {
     const std::uint64_t frames = outbox_->frames_taken() - frames_before;
     frames_before = outbox_->frames_taken();
     // A client that stops reading is cut off rather than holding memory
-    // forever; one that reads slowly but steadily is not.
+    // forever; one that reads slowly but steadily is not. The watchdog stays
+    // armed across writes: no timer work per write.
     writing_ = true;
-    arm_write_deadline(transport_->bytes_written());
+    if (!watchdog_armed_) {
+      watchdog_armed_ = true;
+      watchdog_bytes_ = transport_->bytes_written();
+      arm_write_deadline();
+    }
     bool failed = false;
     try {
       co_await transport_->write_frames(views);
@@ -130,7 +146,6 @@ asio::awaitable<void> Connection::writer() {
       failed = true;
     }
     writing_ = false;
-    write_deadline_.cancel();
     if (failed) {
       outbox_->abort();
       transport_->force_close();
@@ -145,6 +160,7 @@ asio::awaitable<void> Connection::writer() {
                  context_.config.subscriber_max_bytes);
     transport_->force_close();
   }
+  write_deadline_.cancel();  // its handler holds the connection
   writer_done_ = true;
   progress_->notify();
 }
@@ -170,16 +186,21 @@ void Connection::arm_quiet_deadline(std::chrono::milliseconds timeout) {
   });
 }
 
-void Connection::arm_write_deadline(std::uint64_t bytes_at_start) {
+void Connection::arm_write_deadline() {
   write_deadline_.expires_after(context_.config.write_timeout);
-  write_deadline_.async_wait([self = shared_from_this(), bytes_at_start](boost::system::error_code ec) {
-    // A wake-up that was already queued when the write ended is stale.
-    if (ec || !self->writing_) return;
-    const std::uint64_t now = self->transport_->bytes_written();
-    if (now != bytes_at_start) {
-      self->arm_write_deadline(now);  // progress: a new period starts
+  write_deadline_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    // No write waiting: the watchdog rests until the next one.
+    if (ec || !self->writing_) {
+      self->watchdog_armed_ = false;
       return;
     }
+    const std::uint64_t now = self->transport_->bytes_written();
+    if (now != self->watchdog_bytes_) {
+      self->watchdog_bytes_ = now;  // progress: a new period starts
+      self->arm_write_deadline();
+      return;
+    }
+    self->watchdog_armed_ = false;
     spdlog::warn("{}: accepted no bytes for {} ms, closing", self->peer_, self->context_.config.write_timeout.count());
     self->transport_->force_close();
   });

@@ -52,8 +52,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Throws -32004 unless `request` is an initialize with the right token.
   void authenticate(const MethodSpec* spec, const rpc::Request& request);
   boost::asio::awaitable<void> push(std::string frame);
-  /// Closes the connection when the peer accepts no bytes for the write timeout.
-  void arm_write_deadline(std::uint64_t bytes_at_start);
+  /// Closes the connection when the peer accepted no bytes for a whole write
+  /// timeout while a write waited.
+  void arm_write_deadline();
   /// Closes the connection if it is still not initialized (handshake
   /// timeout), or sends nothing and runs nothing (idle timeout), by then.
   void arm_quiet_deadline(std::chrono::milliseconds timeout);
@@ -65,6 +66,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<Outbox> outbox_;
   std::shared_ptr<util::Wakeup> progress_;  ///< a request finished or the writer ended
   boost::asio::steady_timer write_deadline_;
+  boost::asio::steady_timer linger_;  ///< subscribed events wait on it to share a write
   boost::asio::steady_timer quiet_deadline_;
   std::string peer_;
 
@@ -75,6 +77,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool shutting_down_ = false;  ///< a shutdown request arrived: later requests get -32003
   bool writer_done_ = false;
   bool writing_ = false;  ///< a batch write is in progress (the deadline runs)
+  bool watchdog_armed_ = false;
+  std::uint64_t watchdog_bytes_ = 0;  ///< bytes_written() when the watchdog last looked
   std::size_t inflight_ = 0;
   std::size_t shutdowns_inflight_ = 0;
 };

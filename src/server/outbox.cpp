@@ -36,6 +36,7 @@ asio::awaitable<bool> Outbox::wait_for_space(std::unique_lock<std::mutex>& lock)
 asio::awaitable<bool> Outbox::push(Block block, std::size_t frames) {
   std::unique_lock lock(mutex_, std::defer_lock);
   if (!co_await wait_for_space(lock)) co_return false;
+  pushed_since_take_ = true;
   queue_locked(std::move(block), frames);
   co_return true;
 }
@@ -81,16 +82,8 @@ asio::awaitable<bool> Outbox::take(std::vector<Block>& batch) {
     {
       std::lock_guard lock(mutex_);
       if (!frames_.empty()) {
-        if (batch.empty()) {
-          batch.swap(frames_);  // hands over the whole queue without copying
-        } else {
-          for (Block& block : frames_) batch.push_back(std::move(block));
-          frames_.clear();
-        }
-        bytes_ = 0;
-        frames_taken_ += std::exchange(frame_count_, 0);
-        for (auto& waiter : space_waiters_) waiter->notify();
-        space_waiters_.clear();
+        took_only_offers_ = !pushed_since_take_;
+        move_queued_locked(batch);
         co_return true;
       }
       if (closed_) co_return false;
@@ -98,6 +91,25 @@ asio::awaitable<bool> Outbox::take(std::vector<Block>& batch) {
     }
     co_await writer_wakeup_->wait();
   }
+}
+
+void Outbox::take_ready(std::vector<Block>& batch) {
+  std::lock_guard lock(mutex_);
+  if (!frames_.empty()) move_queued_locked(batch);
+}
+
+void Outbox::move_queued_locked(std::vector<Block>& batch) {
+  if (batch.empty()) {
+    batch.swap(frames_);  // hands over the whole queue without copying
+  } else {
+    for (Block& block : frames_) batch.push_back(std::move(block));
+    frames_.clear();
+  }
+  bytes_ = 0;
+  pushed_since_take_ = false;
+  frames_taken_ += std::exchange(frame_count_, 0);
+  for (auto& waiter : space_waiters_) waiter->notify();
+  space_waiters_.clear();
 }
 
 void Outbox::wake_all_locked() {

@@ -51,6 +51,13 @@ class Outbox {
   /// `batch`. Returns false when the outbox is closed and drained.
   boost::asio::awaitable<bool> take(std::vector<Block>& batch);
 
+  /// Writer executor only, without waiting: appends what is queued now.
+  void take_ready(std::vector<Block>& batch);
+
+  /// Writer executor only: whether the last take() handed out only offered
+  /// blocks (subscribed events, which may wait a moment to share a write).
+  bool took_only_offers() const noexcept { return took_only_offers_; }
+
   /// Writer executor only: frames in the blocks handed out by take() so far
   /// (for metrics; a block's frames are counted by whoever pushed it).
   std::uint64_t frames_taken() const noexcept { return frames_taken_; }
@@ -67,6 +74,7 @@ class Outbox {
  private:
   void wake_all_locked();
   void queue_locked(Block block, std::size_t frames);
+  void move_queued_locked(std::vector<Block>& batch);
   void abort_locked();
   /// Waits until a push may proceed; false once closed. Returns with the
   /// lock held in `lock` when true.
@@ -80,6 +88,8 @@ class Outbox {
   const std::size_t max_bytes_;
   bool closed_ = false;
   bool overflowed_ = false;
+  bool pushed_since_take_ = false;  ///< a push() (not an offer()) queued a block
+  bool took_only_offers_ = false;   ///< writer-side
   bool writer_waiting_ = false;
   std::shared_ptr<util::Wakeup> writer_wakeup_;
   std::vector<std::shared_ptr<util::Wakeup>> space_waiters_;

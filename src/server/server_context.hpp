@@ -27,6 +27,9 @@ struct ServerConfig {
   /// costs little memory per subscriber).
   std::size_t subscriber_max_bytes = 64 * 1024 * 1024;
   std::size_t max_subscriptions = 1024;  ///< per connection
+  /// Subscribed events wait this long to share one write per connection
+  /// (events of the connection's own prompts never wait).
+  std::chrono::milliseconds subscriber_linger{25};
   std::chrono::milliseconds write_timeout{30'000};
   /// A network connection that has not initialized (and authenticated) by
   /// then is closed.
