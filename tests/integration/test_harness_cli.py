@@ -457,12 +457,13 @@ def test_attach_follows_a_running_turn_of_another_connection(spawn, tmp_path):
     raw.initialize()
     raw.run_prompt("A", "hello")  # an earlier turn: attach starts at the last turn/start
     start = len(raw.frames)
-    rid = raw.prompt("A", "@chunks 200 8\n@delay 5")
+    # About 5 s: still running when the CLI (slow under sanitizers) attaches.
+    rid = raw.prompt("A", "@chunks 200 8\n@delay 25")
     wait_running(raw, "A", start)
     proc = run_cli(["attach", *connect_args(daemon), "A"], tmp_path)
     assert proc.returncode == 0, describe(proc)
     text = "".join(chr(ord("a") + i % 26) * 8 for i in range(200))
-    assert proc.stdout == f"> @chunks 200 8\n> @delay 5\n{text}\n", describe(proc)
+    assert proc.stdout == f"> @chunks 200 8\n> @delay 25\n{text}\n", describe(proc)
     assert proc.stderr.strip().endswith("[ok]"), describe(proc)
     assert raw.response(rid)["result"]["status"] == "ok"
 
@@ -470,7 +471,7 @@ def test_attach_follows_a_running_turn_of_another_connection(spawn, tmp_path):
 def test_attach_picks_up_a_detached_turn(spawn, tmp_path):
     daemon = spawn()
     prompt = start_cli(["prompt", *connect_args(daemon), "--session", "D", "--on-disconnect", "continue",
-                        "@chunks 200 8\n@delay 5"], tmp_path)
+                        "@chunks 200 8\n@delay 25"], tmp_path)
     try:
         prompt.stdout.read(8)  # the turn streams
         prompt.kill()  # the connection drops; the turn runs on
