@@ -247,7 +247,8 @@ void Session::append_serialized_event(std::string& event, std::string_view type,
   // key order is part of the documented log format.
   char numbers[2][24];
   const auto seq_end = std::to_chars(std::begin(numbers[0]), std::end(numbers[0]), next_seq_++).ptr;
-  const auto time_end = std::to_chars(std::begin(numbers[1]), std::end(numbers[1]), now_ms()).ptr;
+  last_event_time_ms_ = now_ms();
+  const auto time_end = std::to_chars(std::begin(numbers[1]), std::end(numbers[1]), last_event_time_ms_).ptr;
   event.reserve(event.size() + 48 + type.size() + data_json.size());
   event += R"({"type":")";
   event += type;
@@ -262,7 +263,10 @@ void Session::append_serialized_event(std::string& event, std::string_view type,
 
 void Session::write_events(std::span<const std::string_view> events) {
   written_seq_ += static_cast<std::int64_t>(events.size());
-  log_->append(events, store::LogPosition{.last_seq = written_seq_, .turns = next_turn_, .time_ms = now_ms()});
+  // The time of the last event stamped is the time of the last one written:
+  // a turn writes every event it made, in order.
+  log_->append(events,
+               store::LogPosition{.last_seq = written_seq_, .turns = next_turn_, .time_ms = last_event_time_ms_});
 }
 
 boost::asio::awaitable<void> Session::end_turn_in_log() { co_await log_->end_turn(); }

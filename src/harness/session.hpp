@@ -158,6 +158,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<store::SessionLog> log_;
   std::int64_t next_seq_ = 0;
   std::int64_t written_seq_ = -1;  ///< the last seq handed to the log
+  std::int64_t last_event_time_ms_ = 0;
   std::int64_t next_turn_ = 0;
   std::vector<llm::ChatMessage> messages_;
   std::optional<std::int64_t> open_turn_;  ///< while loading: a turn/start without its turn/end

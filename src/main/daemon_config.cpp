@@ -90,8 +90,11 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
          "Close a network client that has not initialized (and authenticated) by then", 1, 3'600'000);
   add_ms(app, "--idle-timeout-ms", config.server.idle_timeout,
          "Close a network client that sends no request and runs no prompt for this long (0: never)");
+  add_ms(app, "--drain-timeout-ms", config.drain_timeout,
+         "On SIGINT/SIGTERM, stop taking new connections and prompts, and give running turns this long to "
+         "finish before they are cancelled (0: cancel at once); /healthz answers 503 meanwhile");
   add_ms(app, "--shutdown-grace-ms", config.shutdown_grace,
-         "On SIGINT/SIGTERM, wait this long for turns to settle before exiting");
+         "After the drain, wait this long for cancelled turns to settle and connections to close before exiting");
   app.add_option("--auth-token-file", config.auth_token_file,
                  "Require this bearer token from network clients: WebSocket upgrade "
                  "(Authorization: Bearer or ?access_token=) and TCP (initialize authToken)");

@@ -29,6 +29,9 @@ struct DaemonConfig {
   std::string store = "jsonl";
   std::string log_level = "info";
   std::chrono::milliseconds shutdown_grace{10'000};
+  /// At SIGTERM, running turns get this long to finish before they are
+  /// cancelled; 0 cancels them at once.
+  std::chrono::milliseconds drain_timeout{30'000};
   std::string auth_token_file;
   /// 0: derived from the descriptor limit at start (see add_flags).
   std::size_t max_open_logs = 0;

@@ -1,5 +1,6 @@
 // harnessd: serves LLM agent sessions over directional JSON-RPC 2.0 on
 // stdio, TCP and WebSocket. This file only wires flags to the layers.
+#include "config_file.hpp"
 #include "daemon_config.hpp"
 #include "harness/session_registry.hpp"
 #include "llm/deepseek_provider.hpp"
@@ -10,6 +11,7 @@
 #include "store/jsonl_store.hpp"
 #include "store/memory_store.hpp"
 #include "util/listen_url.hpp"
+#include "util/systemd.hpp"
 #include "util/version.hpp"
 
 #include <CLI/CLI.hpp>
@@ -95,6 +97,18 @@ asio::awaitable<void> housekeeping(harness::SessionRegistry& sessions, asio::ste
   }
 }
 
+/// WATCHDOG=1 at half the interval systemd expects; it comes from the
+/// control strand, so a wedged event loop stops it and systemd restarts us.
+asio::awaitable<void> watchdog(asio::steady_timer& timer, std::chrono::milliseconds period) {
+  for (;;) {
+    util::systemd::notify("WATCHDOG=1");
+    timer.expires_after(period);
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+  }
+}
+
 int run(DaemonConfig config) {
   auto logger = spdlog::stderr_color_mt("harnessd");
   spdlog::set_default_logger(logger);
@@ -149,22 +163,38 @@ int run(DaemonConfig config) {
   server::ServerContext context{config.server, sessions, providers, metrics};
   server::Server server(io, context);
 
-  std::vector<std::string> listen = config.listen;
-  if (listen.empty() && !config.stdio) listen = default_listen;
+  // Sockets from systemd (socket activation) are served as their
+  // FileDescriptorName says; --listen adds more, and the defaults apply only
+  // when neither gives a listener.
   std::vector<std::string> bound;
+  for (const util::systemd::ListenFd& socket : util::systemd::take_listen_fds()) {
+    const std::string scheme = socket.name.empty() ? "ws" : socket.name;
+    if (scheme != "ws" && scheme != "tcp") {
+      throw std::runtime_error("socket " + std::to_string(socket.fd) + " from systemd is named \"" + socket.name +
+                               "\"; FileDescriptorName must be ws or tcp");
+    }
+    bound.push_back(server.adopt(socket.fd, scheme));
+  }
+  std::vector<std::string> listen = config.listen;
+  if (listen.empty() && bound.empty() && !config.stdio) listen = default_listen;
   for (const std::string& url : listen) bound.push_back(server.listen(util::parse_listen_url(url)));
 
-  // Graceful stop: signal -> stop accepting -> cancel turns -> answer ->
-  // flush -> exit; a second signal or the grace period forces the exit.
-  // Everything of the stop sequence runs on one strand.
+  // Graceful stop: signal -> drain (no new connections or prompts; running
+  // turns get --drain-timeout-ms to finish) -> stop (cancel what still runs,
+  // answer, flush) -> exit; a second signal or the grace period forces the
+  // exit. Everything of the stop sequence runs on one strand.
   auto control = asio::make_strand(io);
   asio::signal_set signals(control, SIGINT, SIGTERM);
   asio::steady_timer grace(control);
+  asio::steady_timer drain_timer(control);
   asio::steady_timer housekeeping_timer(control);
+  asio::steady_timer watchdog_timer(control);
   bool stopping = false;
+  bool draining = false;
   std::function<void()> begin_stop = [&] {
     if (stopping) return;
     stopping = true;
+    drain_timer.cancel();
     grace.expires_after(config.shutdown_grace);
     grace.async_wait([&](boost::system::error_code ec) {
       if (ec) return;
@@ -178,18 +208,54 @@ int run(DaemonConfig config) {
         grace.cancel();
         signals.cancel();
         housekeeping_timer.cancel();
+        watchdog_timer.cancel();
       });
     });
   };
+  // Turns in flight: running, or admitted to wait for a slot.
+  const auto turns_in_flight = [&] { return sessions.admission().running() + sessions.admission().queued(); };
+  const auto turns_ended = [&] {
+    return sessions.stats().total.load() - static_cast<std::uint64_t>(sessions.stats().active.load());
+  };
+  std::function<void()> begin_drain = [&] {
+    if (draining || stopping) return;
+    draining = true;
+    util::systemd::notify("STOPPING=1");
+    server.drain();
+    const std::size_t running = turns_in_flight();
+    if (running == 0 || config.drain_timeout.count() == 0) {
+      if (running > 0) spdlog::info("drain: {} turn(s) running, cancelled at once (--drain-timeout-ms 0)", running);
+      begin_stop();
+      return;
+    }
+    spdlog::info("drain: no new connections or prompts; {} turn(s) running get up to {} ms to finish", running,
+                 config.drain_timeout.count());
+    const auto deadline = std::chrono::steady_clock::now() + config.drain_timeout;
+    const std::uint64_t ended_before = turns_ended();
+    auto check = std::make_shared<std::function<void(boost::system::error_code)>>();
+    *check = [&, deadline, ended_before, check](boost::system::error_code ec) {
+      if (ec || stopping) return;
+      const std::size_t left = turns_in_flight();
+      const std::uint64_t finished = turns_ended() - ended_before;
+      if (left == 0 || std::chrono::steady_clock::now() >= deadline) {
+        spdlog::info("drain: {} turn(s) finished, {} cancelled", finished, left);
+        begin_stop();
+        return;
+      }
+      drain_timer.expires_after(std::chrono::milliseconds(20));
+      drain_timer.async_wait(*check);
+    };
+    (*check)({});
+  };
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int signo) {
     if (ec) return;
-    if (stopping) {
+    if (stopping || draining) {
       spdlog::warn("signal {} again: exiting now", signo);
       io.stop();
       return;
     }
     spdlog::info("signal {}: stopping", signo);
-    begin_stop();
+    begin_drain();
     signals.async_wait(on_signal);
   };
   signals.async_wait(on_signal);
@@ -203,6 +269,12 @@ int run(DaemonConfig config) {
     server.serve_stdio([&] { asio::post(control, begin_stop); });
   }
   if (!config.ready_file.empty()) write_ready_file(config.ready_file, bound);
+  // Every listener accepts from here on: systemd may send clients.
+  util::systemd::notify("READY=1");
+  if (const auto interval = util::systemd::watchdog_interval(); interval.count() > 0) {
+    asio::co_spawn(control, watchdog(watchdog_timer, std::chrono::duration_cast<std::chrono::milliseconds>(interval / 2)),
+                   asio::detached);
+  }
   spdlog::info("harnessd {} ready (store: {}{}, threads: {}, max open logs: {}, max running turns: {})",
                util::version, store->kind(),
                store->kind() == "jsonl" ? ", sync: " + std::string(store::to_string(config.jsonl.sync)) : "",
@@ -233,7 +305,17 @@ int main(int argc, char** argv) {
       "harnessd"};
   app.set_version_flag("--version", std::string("harnessd ") + util::version);
   add_flags(app, config);
-  CLI11_PARSE(app, argc, argv);
+  auto config_file = std::make_shared<TomlConfig>(app);
+  add_config_option(app, config_file);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // A bad value from --config: say where it is.
+    const std::string where = e.get_exit_code() != 0 ? config_file->where(e.what()) : std::string();
+    if (where.empty()) return app.exit(e);
+    std::fprintf(stderr, "harnessd: %s (%s)\n", e.what(), where.c_str());
+    return 2;
+  }
 
   try {
     return run(std::move(config));

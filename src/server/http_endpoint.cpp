@@ -13,6 +13,7 @@
 #include "util/version.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/read.hpp>
@@ -94,13 +95,17 @@ Response route(const Request& req, Server& server) {
   ServerContext& ctx = server.context();
   const std::string_view path = path_of(req.target());
   if (path == "/healthz") {
-    json::object health{{"status", "ok"},
+    const bool draining = ctx.draining.load(std::memory_order_acquire);
+    json::object health{{"status", draining ? "draining" : "ok"},
                         {"version", util::version},
                         {"uptimeSeconds", static_cast<std::int64_t>(ctx.metrics.uptime_seconds())},
                         {"connections", ctx.metrics.open_connections()},
                         {"sessions", ctx.sessions.size()},
                         {"runningTurns", ctx.sessions.stats().active.load()}};
-    return make_response(req, http::status::ok, "application/json", json::serialize(health));
+    // 503 while draining: load balancers and readiness probes send no new
+    // clients, while running turns finish.
+    return make_response(req, draining ? http::status::service_unavailable : http::status::ok, "application/json",
+                         json::serialize(health));
   }
   if (path == "/metrics") {
     return make_response(req, http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
@@ -116,7 +121,11 @@ Response route(const Request& req, Server& server) {
 }
 
 /// Why an upgrade is refused, or nullopt when it is allowed.
-std::optional<Response> check_upgrade(const Request& req, const ServerConfig& config, const std::string& peer) {
+std::optional<Response> check_upgrade(const Request& req, const ServerContext& context, const std::string& peer) {
+  const ServerConfig& config = context.config;
+  if (context.draining.load(std::memory_order_acquire)) {
+    return text_response(req, http::status::service_unavailable, "shutting down");
+  }
   const auto origin = req.find(http::field::origin);
   if (origin != req.end()) {
     const std::string_view value = origin->value();
@@ -145,6 +154,22 @@ std::optional<Response> check_upgrade(const Request& req, const ServerConfig& co
 }
 
 asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::string peer) {
+  // A daemon that stops closes idle keep-alive connections at once. The
+  // close runs on this connection's strand and only while this frame lives.
+  auto alive = std::make_shared<bool>(true);
+  struct Tracked {
+    Server& server;
+    std::uint64_t key;
+    ~Tracked() { server.untrack_http(key); }
+  } tracked{server, server.track_http([weak = std::weak_ptr<bool>(alive), executor = stream.get_executor(),
+                                       socket = &stream.socket()] {
+    asio::post(executor, [weak, socket] {
+      if (weak.lock()) {
+        boost::system::error_code ignored;
+        socket->close(ignored);
+      }
+    });
+  })};
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
@@ -161,7 +186,7 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
     Request req = parser.release();
 
     if (beast::websocket::is_upgrade(req)) {
-      if (std::optional<Response> refusal = check_upgrade(req, server.context().config, peer)) {
+      if (std::optional<Response> refusal = check_upgrade(req, server.context(), peer)) {
         refusal->keep_alive(false);
         co_await http::async_write(stream, *refusal, asio::redirect_error(asio::use_awaitable, ec));
         stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);

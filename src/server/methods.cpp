@@ -64,7 +64,9 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
 
 asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::PromptParams p) {
   ServerContext& context = client.context;
-  if (client.stopping) throw RpcError(ErrorCode::shutting_down, "shutting down");
+  if (client.stopping || context.draining.load(std::memory_order_acquire)) {
+    throw RpcError(ErrorCode::shutting_down, "shutting down");
+  }
   std::shared_ptr<harness::Session> session = context.sessions.get_or_create(p.session_id);
   // Decided here, on any thread, without waiting for the session's strand:
   // a busy session answers at once even while its turn holds the strand.

@@ -12,6 +12,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
+#include <stdexcept>
+
 namespace harnessd::server {
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -35,12 +39,32 @@ std::string Server::listen(const util::ListenUrl& url) {
   acceptor.bind(endpoint);
   acceptor.listen(asio::socket_base::max_listen_connections);
   listener->url = util::format_listen_url(url.scheme, url.host, acceptor.local_endpoint().port());
+  start(listener);
+  return listener->url;
+}
+
+std::string Server::adopt(int fd, const std::string& scheme) {
+  auto listener = std::make_shared<Listener>(Listener{tcp::acceptor(asio::make_strand(io_)), scheme, {}});
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+      (address.ss_family != AF_INET && address.ss_family != AF_INET6)) {
+    throw std::runtime_error("socket " + std::to_string(fd) + " from systemd is not a TCP socket");
+  }
+  listener->acceptor.assign(address.ss_family == AF_INET ? tcp::v4() : tcp::v6(), fd);
+  const tcp::endpoint local = listener->acceptor.local_endpoint();
+  listener->url = util::format_listen_url(scheme, local.address().to_string(), local.port());
+  start(listener);
+  return listener->url;
+}
+
+void Server::start(const std::shared_ptr<Listener>& listener) {
   {
     std::lock_guard lock(mutex_);
     listeners_.push_back(listener);
   }
 
-  asio::co_spawn(acceptor.get_executor(), accept_loop(listener), [url = listener->url](std::exception_ptr e) {
+  asio::co_spawn(listener->acceptor.get_executor(), accept_loop(listener), [url = listener->url](std::exception_ptr e) {
     if (!e) return;
     try {
       std::rethrow_exception(e);
@@ -49,7 +73,6 @@ std::string Server::listen(const util::ListenUrl& url) {
     }
   });
   spdlog::info("listening on {}", listener->url);
-  return listener->url;
 }
 
 asio::awaitable<void> Server::accept_loop(std::shared_ptr<Listener> listener) {
@@ -117,6 +140,20 @@ void Server::launch(std::shared_ptr<Connection> connection, std::function<void()
                  });
 }
 
+void Server::drain() {
+  context_.draining.store(true, std::memory_order_release);
+  std::lock_guard lock(mutex_);
+  for (auto& listener : listeners_) {
+    // The HTTP port stays open: /healthz says "draining" and upgrades are
+    // refused. NDJSON listeners close, so new clients are refused at once.
+    if (listener->scheme == "ws" || listener->scheme == "wss") continue;
+    asio::post(listener->acceptor.get_executor(), [listener] {
+      boost::system::error_code ec;
+      listener->acceptor.close(ec);
+    });
+  }
+}
+
 void Server::stop(std::function<void()> on_stopped) {
   std::vector<std::shared_ptr<Connection>> live;
   {
@@ -138,9 +175,25 @@ void Server::stop(std::function<void()> on_stopped) {
     for (auto& [key, weak] : connections_) {
       if (auto connection = weak.lock()) live.push_back(std::move(connection));
     }
+    for (auto& [key, close] : http_) close();
   }
   spdlog::info("stopping: {} connection(s) to settle", live.size());
   for (auto& connection : live) connection->stop();
+}
+
+std::uint64_t Server::track_http(std::function<void()> close) {
+  std::lock_guard lock(mutex_);
+  if (stopped_) {
+    close();
+    return 0;
+  }
+  http_.emplace(++next_http_, std::move(close));
+  return next_http_;
+}
+
+void Server::untrack_http(std::uint64_t key) {
+  std::lock_guard lock(mutex_);
+  http_.erase(key);
 }
 
 std::size_t Server::connection_count() const {

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,6 +32,15 @@ class Server {
   /// Throws boost::system::system_error when the address cannot be bound.
   std::string listen(const util::ListenUrl& url);
 
+  /// Accepts on a listening socket passed by systemd (socket activation),
+  /// served as `scheme` ("ws", "tcp", ...). Returns its URL.
+  std::string adopt(int fd, const std::string& scheme);
+
+  /// Stops taking new work: NDJSON listeners close, WebSocket upgrades and
+  /// new prompts are refused (-32003), /healthz answers 503 "draining".
+  /// Running turns go on; stop() ends them.
+  void drain();
+
   /// Serves stdin/stdout; `on_end` runs when that connection has closed.
   void serve_stdio(std::function<void()> on_end);
 
@@ -45,9 +55,16 @@ class Server {
 
   ServerContext& context() noexcept { return context_; }
 
+  /// An HTTP connection that is not (yet) a client connection: stop()
+  /// calls `close` (from any thread) so that an idle keep-alive socket does
+  /// not hold the daemon up. Returns a key for untrack_http().
+  std::uint64_t track_http(std::function<void()> close);
+  void untrack_http(std::uint64_t key);
+
  private:
   struct Listener;
   boost::asio::awaitable<void> accept_loop(std::shared_ptr<Listener> listener);
+  void start(const std::shared_ptr<Listener>& listener);
 
   boost::asio::io_context& io_;
   ServerContext& context_;
@@ -56,6 +73,8 @@ class Server {
   std::function<void()> on_stopped_;
   std::vector<std::shared_ptr<Listener>> listeners_;
   std::map<Connection*, std::weak_ptr<Connection>> connections_;
+  std::map<std::uint64_t, std::function<void()>> http_;
+  std::uint64_t next_http_ = 0;
 };
 
 }  // namespace harnessd::server

@@ -1,6 +1,7 @@
 // Everything a connection needs from the daemon, and the knobs that bound it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -59,6 +60,8 @@ struct ServerContext {
   harness::SessionRegistry& sessions;
   llm::ProviderRegistry& providers;
   Metrics& metrics;
+  /// Set once at SIGTERM (Server::drain): no new connections or prompts.
+  std::atomic<bool> draining{false};
 };
 
 }  // namespace harnessd::server

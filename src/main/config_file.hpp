@@ -1,0 +1,37 @@
+// --config FILE: the daemon's flags from a TOML file. Its keys are the long
+// flag names without the dashes (`listen = ["ws://0.0.0.0:7878"]`,
+// `drain-timeout-ms = 30000`); flags given on the command line win. An
+// unknown key or a value of the wrong type is an error naming the key and
+// its line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <map>
+#include <string>
+
+namespace harnessd {
+
+class TomlConfig final : public CLI::Config {
+ public:
+  /// `app` is the application whose options the keys must name.
+  explicit TomlConfig(const CLI::App& app) : app_(app) {}
+
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
+  std::string to_config(const CLI::App*, bool, bool, std::string) const override { return {}; }
+
+  /// "FILE line N" of the key behind `--KEY` in `message`, or "" (to add to
+  /// a value error CLI11 reports without the file's position).
+  std::string where(const std::string& message) const;
+
+ private:
+  std::string file_name() const;
+
+  const CLI::App& app_;
+  mutable std::map<std::string, int> lines_;  ///< key -> line, of the last file read
+};
+
+/// Declares --config on `app` with TomlConfig as its reader.
+void add_config_option(CLI::App& app, std::shared_ptr<TomlConfig> config);
+
+}  // namespace harnessd
