@@ -15,6 +15,7 @@ packages=(build-essential cmake ninja-build ccache pkg-config git ca-certificate
   libboost1.81-dev libboost-json1.81-dev
   libssl-dev doctest-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   python3 python3-pytest procps curl
+  nginx openssl systemd python3-yaml  # tests/deploy: reverse proxy, throwaway CA, systemd-analyze, k8s YAML
   clang libclang-rt-14-dev)  # the libFuzzer harnesses (tests/fuzz)
 if [ "$browser" = 1 ]; then
   packages+=(chromium)

@@ -1,0 +1,95 @@
+"""Shared facts for the deploy/ checks: where things are, and what the
+harnessd binary under test says about its own flags (`--help`), so the
+manifests are checked against the daemon, not against copied numbers."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = REPO_ROOT / "deploy"
+INTEGRATION = REPO_ROOT / "tests" / "integration"
+
+# Flags of the network-daemon work that a binary may not list yet; every
+# other key of a config file must be a flag of `harnessd --help`.
+PENDING_FLAGS = {"config", "drain-timeout-ms", "tls-cert", "tls-key"}
+# What the spec promises when the binary cannot tell.
+SPEC_DEFAULTS = {"drain-timeout-ms": 30000}
+SCHEMES = ("ws", "wss", "tcp", "tls")
+
+
+def harnessd_bin() -> str:
+    path = os.environ.get("HARNESSD_BIN") or str(REPO_ROOT / "build" / "harnessd")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise SystemExit(f"harnessd binary not found or not executable: {path!r} "
+                         f"(build it first, or point HARNESSD_BIN at it)")
+    return path
+
+
+@lru_cache(maxsize=None)
+def help_text() -> str:
+    out = subprocess.run([harnessd_bin(), "--help"], capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise SystemExit(f"harnessd --help exited {out.returncode}: {out.stderr}")
+    return out.stdout
+
+
+@lru_cache(maxsize=None)
+def flags() -> dict[str, str]:
+    """Long flag name -> the rest of its help entry (type, default, description)."""
+    entries: dict[str, str] = {}
+    current = None
+    for line in help_text().splitlines():
+        m = re.match(r"^\s+(?:-\w,)?--([a-z0-9-]+)(.*)$", line)
+        if m:
+            current = m.group(1)
+            entries[current] = m.group(2)
+        elif current is not None and line.startswith(" " * 8):
+            entries[current] += " " + line.strip()
+    return entries
+
+
+def known_keys() -> set[str]:
+    return set(flags()) | PENDING_FLAGS
+
+
+def default(flag: str) -> int:
+    """The numeric default `--help` shows for a flag (`=60000`), else the spec's."""
+    entry = flags().get(flag)
+    if entry is not None:
+        m = re.search(r"=(\d+)\b", entry)
+        if m:
+            return int(m.group(1))
+    if flag in SPEC_DEFAULTS:
+        return SPEC_DEFAULTS[flag]
+    raise AssertionError(f"no default for --{flag} in `harnessd --help`")
+
+
+def has_config_flag() -> bool:
+    return "config" in flags()
+
+
+def listen_ports(urls: list[str]) -> dict[str, tuple[str, int]]:
+    """{'ws': ('127.0.0.1', 7878), ...} from listen URLs (one per scheme)."""
+    out: dict[str, tuple[str, int]] = {}
+    for url in urls:
+        m = re.fullmatch(r"([a-z]+)://(\[[^\]]+\]|[^:/]+):(\d+)/?", url)
+        if not m or m.group(1) not in SCHEMES:
+            raise AssertionError(f"bad listen URL {url!r}")
+        out[m.group(1)] = (m.group(2), int(m.group(3)))
+    return out
+
+
+def commented_keys(toml_text: str) -> list[str]:
+    """Keys of `#key = value` lines: documented settings left at their default."""
+    return re.findall(r"^#\s?([a-z][a-z0-9-]*)\s*=", toml_text, re.M)
+
+
+def import_integration_helpers() -> None:
+    if str(INTEGRATION) not in sys.path:
+        sys.path.insert(0, str(INTEGRATION))
