@@ -27,9 +27,12 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
 
   app.add_flag("--stdio", config.stdio, "Serve one client on stdin/stdout (NDJSON); exit when it is done");
   app.add_option("--listen", config.listen,
-                 "Listen on tcp://HOST:PORT (NDJSON) or ws://HOST:PORT (WebSocket + HTTP); repeatable; "
-                 "port 0 picks a free port. Without --stdio the default is ws://127.0.0.1:7878 and "
-                 "tcp://127.0.0.1:7879");
+                 "Listen on tcp://HOST:PORT (NDJSON), ws://HOST:PORT (WebSocket + HTTP), or their TLS forms "
+                 "tls:// and wss:// (with --tls-cert and --tls-key); repeatable; port 0 picks a free port. "
+                 "Without --stdio or systemd sockets the default is ws://127.0.0.1:7878 and tcp://127.0.0.1:7879");
+  app.add_option("--tls-cert", config.tls_cert,
+                 "PEM certificate chain of wss:// and tls:// listeners; reloaded on SIGHUP");
+  app.add_option("--tls-key", config.tls_key, "PEM private key of --tls-cert; reloaded on SIGHUP");
   app.add_option("--ready-file", config.ready_file,
                  "Once every listener is bound, write {\"listen\":[URL,...]} to this file");
   app.add_option("--threads", config.threads, "I/O threads (0: one per core)")->check(CLI::Range(0u, 256u));

@@ -33,6 +33,8 @@ struct DaemonConfig {
   /// cancelled; 0 cancels them at once.
   std::chrono::milliseconds drain_timeout{30'000};
   std::string auth_token_file;
+  std::string tls_cert;  ///< PEM chain of wss:// and tls:// listeners
+  std::string tls_key;
   /// 0: derived from the descriptor limit at start (see add_flags).
   std::size_t max_open_logs = 0;
   std::size_t max_running_turns = 0;

@@ -8,6 +8,7 @@
 #include "llm/scripted_provider.hpp"
 #include "server/metrics.hpp"
 #include "server/server.hpp"
+#include "server/tls_context.hpp"
 #include "store/jsonl_store.hpp"
 #include "store/memory_store.hpp"
 #include "util/listen_url.hpp"
@@ -42,6 +43,11 @@ namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
 using namespace harnessd;
+
+/// A configuration the daemon cannot start with (exit code 2, like a bad flag).
+struct StartupError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 std::string env_or(const char* name, std::string fallback) {
   const char* value = std::getenv(name);
@@ -162,6 +168,16 @@ int run(DaemonConfig config) {
   if (!config.auth_token_file.empty()) config.server.auth_token = read_token_file(config.auth_token_file);
   server::ServerContext context{config.server, sessions, providers, metrics};
   server::Server server(io, context);
+  std::shared_ptr<server::TlsContext> tls;
+  if (!config.tls_cert.empty() || !config.tls_key.empty()) {
+    if (config.tls_cert.empty() || config.tls_key.empty()) throw StartupError("--tls-cert and --tls-key go together");
+    try {
+      tls = std::make_shared<server::TlsContext>(config.tls_cert, config.tls_key);
+    } catch (const std::exception& e) {
+      throw StartupError(e.what());
+    }
+    server.set_tls(tls);
+  }
 
   // Sockets from systemd (socket activation) are served as their
   // FileDescriptorName says; --listen adds more, and the defaults apply only
@@ -169,14 +185,19 @@ int run(DaemonConfig config) {
   std::vector<std::string> bound;
   for (const util::systemd::ListenFd& socket : util::systemd::take_listen_fds()) {
     const std::string scheme = socket.name.empty() ? "ws" : socket.name;
-    if (scheme != "ws" && scheme != "tcp") {
+    if (scheme != "ws" && scheme != "tcp" && scheme != "wss" && scheme != "tls") {
       throw std::runtime_error("socket " + std::to_string(socket.fd) + " from systemd is named \"" + socket.name +
-                               "\"; FileDescriptorName must be ws or tcp");
+                               "\"; FileDescriptorName must be ws, tcp, wss or tls");
     }
     bound.push_back(server.adopt(socket.fd, scheme));
   }
   std::vector<std::string> listen = config.listen;
   if (listen.empty() && bound.empty() && !config.stdio) listen = default_listen;
+  for (const std::string& url : listen) {
+    if (!tls && (url.starts_with("wss://") || url.starts_with("tls://"))) {
+      throw StartupError("--listen " + url + ": wss:// and tls:// listeners need --tls-cert and --tls-key");
+    }
+  }
   for (const std::string& url : listen) bound.push_back(server.listen(util::parse_listen_url(url)));
 
   // Graceful stop: signal -> drain (no new connections or prompts; running
@@ -185,6 +206,7 @@ int run(DaemonConfig config) {
   // exit. Everything of the stop sequence runs on one strand.
   auto control = asio::make_strand(io);
   asio::signal_set signals(control, SIGINT, SIGTERM);
+  asio::signal_set reload_signal(control, SIGHUP);
   asio::steady_timer grace(control);
   asio::steady_timer drain_timer(control);
   asio::steady_timer housekeeping_timer(control);
@@ -207,6 +229,7 @@ int run(DaemonConfig config) {
       asio::post(control, [&] {
         grace.cancel();
         signals.cancel();
+        reload_signal.cancel();
         housekeeping_timer.cancel();
         watchdog_timer.cancel();
       });
@@ -259,6 +282,23 @@ int run(DaemonConfig config) {
     signals.async_wait(on_signal);
   };
   signals.async_wait(on_signal);
+  // SIGHUP: a renewed certificate is used for new connections; a broken one
+  // is logged and the old pair stays.
+  std::function<void(boost::system::error_code, int)> on_reload = [&](boost::system::error_code ec, int) {
+    if (ec) return;
+    if (tls) {
+      const std::string error = tls->reload();
+      if (error.empty()) {
+        spdlog::info("SIGHUP: reloaded the TLS certificate {}", tls->cert_file());
+      } else {
+        spdlog::error("SIGHUP: TLS certificate not reloaded, the old one stays: {}", error);
+      }
+    } else {
+      spdlog::info("SIGHUP: nothing to reload (no --tls-cert)");
+    }
+    reload_signal.async_wait(on_reload);
+  };
+  reload_signal.async_wait(on_reload);
 
   const auto housekeeping_period =
       std::clamp(harness_options.session_idle / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
@@ -319,6 +359,9 @@ int main(int argc, char** argv) {
 
   try {
     return run(std::move(config));
+  } catch (const StartupError& e) {
+    std::fprintf(stderr, "harnessd: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "harnessd: %s\n", e.what());
     return 1;

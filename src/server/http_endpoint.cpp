@@ -16,6 +16,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -121,7 +122,8 @@ Response route(const Request& req, Server& server) {
 }
 
 /// Why an upgrade is refused, or nullopt when it is allowed.
-std::optional<Response> check_upgrade(const Request& req, const ServerContext& context, const std::string& peer) {
+std::optional<Response> check_upgrade(const Request& req, const ServerContext& context, const std::string& peer,
+                                      bool secure) {
   const ServerConfig& config = context.config;
   if (context.draining.load(std::memory_order_acquire)) {
     return text_response(req, http::status::service_unavailable, "shutting down");
@@ -130,7 +132,8 @@ std::optional<Response> check_upgrade(const Request& req, const ServerContext& c
   if (origin != req.end()) {
     const std::string_view value = origin->value();
     const std::string_view host = req[http::field::host];
-    bool allowed = value == fmt::format("http://{}", host);  // no TLS here: https is another origin
+    // Same origin: the page came from this very port (https for wss).
+    bool allowed = value == fmt::format("{}://{}", secure ? "https" : "http", host);
     for (const std::string& allowed_origin : config.allowed_origins) allowed = allowed || value == allowed_origin;
     if (!allowed) {
       spdlog::warn("{}: websocket refused: origin {} not allowed", peer, value);
@@ -153,7 +156,7 @@ std::optional<Response> check_upgrade(const Request& req, const ServerContext& c
   return std::nullopt;
 }
 
-asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::string peer) {
+asio::awaitable<void> serve(transport::detail::CorkedStream stream, Server& server, std::string peer) {
   // A daemon that stops closes idle keep-alive connections at once. The
   // close runs on this connection's strand and only while this frame lives.
   auto alive = std::make_shared<bool>(true);
@@ -162,7 +165,7 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
     std::uint64_t key;
     ~Tracked() { server.untrack_http(key); }
   } tracked{server, server.track_http([weak = std::weak_ptr<bool>(alive), executor = stream.get_executor(),
-                                       socket = &stream.socket()] {
+                                       socket = &stream.lowest().socket()] {
     asio::post(executor, [weak, socket] {
       if (weak.lock()) {
         boost::system::error_code ignored;
@@ -174,7 +177,7 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(server.context().config.max_http_body_bytes);
-    stream.expires_after(server.context().config.http_read_timeout);
+    stream.lowest().expires_after(server.context().config.http_read_timeout);
     boost::system::error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
@@ -186,10 +189,10 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
     Request req = parser.release();
 
     if (beast::websocket::is_upgrade(req)) {
-      if (std::optional<Response> refusal = check_upgrade(req, server.context(), peer)) {
+      if (std::optional<Response> refusal = check_upgrade(req, server.context(), peer, stream.secure())) {
         refusal->keep_alive(false);
         co_await http::async_write(stream, *refusal, asio::redirect_error(asio::use_awaitable, ec));
-        stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+        stream.lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
         co_return;
       }
       const ServerConfig& config = server.context().config;
@@ -197,7 +200,8 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
                                           config.ws_deflate,         config.ws_deflate_threshold,
                                           config.ws_handshake_timeout, config.ws_close_timeout};
       auto strand = Connection::Strand(stream.get_executor());
-      auto ws = std::make_unique<transport::WebSocketTransport>(std::move(stream), options, "ws:" + peer);
+      const std::string scheme = stream.secure() ? "wss:" : "ws:";
+      auto ws = std::make_unique<transport::WebSocketTransport>(std::move(stream), options, scheme + peer);
       if (!co_await ws->accept(req)) co_return;
       // Authenticated by the upgrade checks above.
       server.launch(std::make_shared<Connection>(strand, std::move(ws), server.context(), true));
@@ -213,15 +217,34 @@ asio::awaitable<void> serve(beast::tcp_stream stream, Server& server, std::strin
       co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
     }
     if (ec || !res.keep_alive()) {
-      stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+      stream.lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
       co_return;
     }
   }
 }
 
+/// wss://: the TLS handshake, within the WebSocket handshake timeout, then
+/// the same HTTP and WebSocket service as ws://.
+asio::awaitable<void> serve_tls(beast::tcp_stream tcp, std::shared_ptr<asio::ssl::context> tls, Server& server,
+                                std::string peer) {
+  beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp), *tls);
+  beast::get_lowest_layer(stream).expires_after(server.context().config.ws_handshake_timeout);
+  boost::system::error_code ec;
+  co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    // A plain-text client on a TLS port, an untrusted certificate, a scan.
+    spdlog::info("wss:{}: TLS handshake failed: {}", peer, ec.message());
+    beast::get_lowest_layer(stream).close();
+    co_return;
+  }
+  transport::detail::CorkedStream corked(std::move(stream));  // named: no temporary crosses the co_await
+  co_await serve(std::move(corked), server, std::move(peer));
+}
+
 }  // namespace
 
-void serve_http_or_websocket(asio::ip::tcp::socket socket, Server& server) {
+void serve_http_or_websocket(asio::ip::tcp::socket socket, Server& server,
+                             std::shared_ptr<asio::ssl::context> tls) {
   boost::system::error_code ec;
   // Frames are written whole and at once; Nagle would hold back the tail of
   // a batch until the peer's delayed ACK.
@@ -229,15 +252,22 @@ void serve_http_or_websocket(asio::ip::tcp::socket socket, Server& server) {
   auto endpoint = socket.remote_endpoint(ec);
   std::string peer = ec ? "?" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
   auto executor = socket.get_executor();
-  asio::co_spawn(executor, serve(beast::tcp_stream(std::move(socket)), server, std::move(peer)),
-                 [](std::exception_ptr e) {
-                   if (!e) return;
-                   try {
-                     std::rethrow_exception(e);
-                   } catch (const std::exception& ex) {
-                     spdlog::warn("http connection failed: {}", ex.what());
-                   }
-                 });
+  const auto on_end = [](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      spdlog::warn("http connection failed: {}", ex.what());
+    }
+  };
+  if (tls) {
+    asio::co_spawn(executor, serve_tls(beast::tcp_stream(std::move(socket)), std::move(tls), server, std::move(peer)),
+                   on_end);
+  } else {
+    asio::co_spawn(executor,
+                   serve(transport::detail::CorkedStream(beast::tcp_stream(std::move(socket))), server, std::move(peer)),
+                   on_end);
+  }
 }
 
 }  // namespace harnessd::server

@@ -5,11 +5,19 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <memory>
+
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace harnessd::server {
 
 class Server;
 
-/// Takes over an accepted socket (already on its own strand).
-void serve_http_or_websocket(boost::asio::ip::tcp::socket socket, Server& server);
+/// Takes over an accepted socket (already on its own strand). With `tls`
+/// (wss://) the connection starts with a TLS handshake under that identity.
+void serve_http_or_websocket(boost::asio::ip::tcp::socket socket, Server& server,
+                             std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
 
 }  // namespace harnessd::server

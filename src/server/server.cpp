@@ -2,9 +2,13 @@
 
 #include "server/connection.hpp"
 #include "server/http_endpoint.hpp"
+#include "server/tls_context.hpp"
 #include "transport/ndjson_transport.hpp"
+#include "transport/tls_stream.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -30,7 +34,16 @@ Server::Server(asio::io_context& io, ServerContext& context) : io_(io), context_
 
 Server::~Server() = default;
 
+void Server::set_tls(std::shared_ptr<TlsContext> tls) { tls_ = std::move(tls); }
+
+void Server::require_tls(const std::string& scheme) const {
+  if ((scheme == "wss" || scheme == "tls") && !tls_) {
+    throw std::runtime_error(scheme + ":// listeners need --tls-cert and --tls-key");
+  }
+}
+
 std::string Server::listen(const util::ListenUrl& url) {
+  require_tls(url.scheme);
   tcp::endpoint endpoint(asio::ip::make_address(url.host), url.port);
   auto listener = std::make_shared<Listener>(Listener{tcp::acceptor(asio::make_strand(io_)), url.scheme, {}});
   tcp::acceptor& acceptor = listener->acceptor;
@@ -44,6 +57,7 @@ std::string Server::listen(const util::ListenUrl& url) {
 }
 
 std::string Server::adopt(int fd, const std::string& scheme) {
+  require_tls(scheme);
   auto listener = std::make_shared<Listener>(Listener{tcp::acceptor(asio::make_strand(io_)), scheme, {}});
   sockaddr_storage address{};
   socklen_t length = sizeof address;
@@ -90,8 +104,13 @@ asio::awaitable<void> Server::accept_loop(std::shared_ptr<Listener> listener) {
       co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
-    if (listener->scheme == "ws") {
-      serve_http_or_websocket(std::move(socket), *this);
+    if (listener->scheme == "ws" || listener->scheme == "wss") {
+      serve_http_or_websocket(std::move(socket), *this, listener->scheme == "wss" ? tls_->current() : nullptr);
+      continue;
+    }
+    if (listener->scheme == "tls") {
+      auto executor = socket.get_executor();
+      asio::co_spawn(executor, serve_tls(std::move(socket), tls_->current()), asio::detached);
       continue;
     }
     auto strand = socket.get_executor();
@@ -101,6 +120,35 @@ asio::awaitable<void> Server::accept_loop(std::shared_ptr<Listener> listener) {
     launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_,
                                         !context_.config.auth_token.has_value()));
   }
+}
+
+asio::awaitable<void> Server::serve_tls(tcp::socket socket, std::shared_ptr<asio::ssl::context> tls) {
+  boost::system::error_code ec;
+  const tcp::endpoint remote = socket.remote_endpoint(ec);
+  const std::string peer =
+      "tls:" + (ec ? std::string("?") : remote.address().to_string() + ":" + std::to_string(remote.port()));
+  auto stream = std::make_shared<asio::ssl::stream<tcp::socket>>(std::move(socket), *tls);
+  // A peer that never finishes the handshake is cut off.
+  asio::steady_timer deadline(stream->get_executor(), context_.config.ws_handshake_timeout);
+  deadline.async_wait([weak = std::weak_ptr(stream)](boost::system::error_code timer_ec) {
+    if (auto s = weak.lock(); s && !timer_ec) {
+      boost::system::error_code ignored;
+      s->next_layer().close(ignored);
+    }
+  });
+  co_await stream->async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+  deadline.cancel();
+  if (ec) {
+    // A plain-text client on a TLS port, an untrusted certificate, a scan.
+    spdlog::info("{}: TLS handshake failed: {}", peer, ec.message());
+    co_return;
+  }
+  auto strand = stream->get_executor();
+  auto transport = std::make_unique<transport::NdjsonTransport>(transport::make_tls_stream(std::move(*stream), peer),
+                                                                transport::TransportKind::tcp,
+                                                                context_.config.max_frame_bytes);
+  launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_,
+                                      !context_.config.auth_token.has_value()));
 }
 
 void Server::serve_stdio(std::function<void()> on_end) {

@@ -18,9 +18,14 @@
 #include <string>
 #include <vector>
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace harnessd::server {
 
 class Connection;
+class TlsContext;
 
 /// Thread-safe.
 class Server {
@@ -31,6 +36,9 @@ class Server {
   /// Binds and starts accepting; returns the bound URL (port 0 resolved).
   /// Throws boost::system::system_error when the address cannot be bound.
   std::string listen(const util::ListenUrl& url);
+
+  /// The identity of wss:// and tls:// listeners; set before listening.
+  void set_tls(std::shared_ptr<TlsContext> tls);
 
   /// Accepts on a listening socket passed by systemd (socket activation),
   /// served as `scheme` ("ws", "tcp", ...). Returns its URL.
@@ -65,6 +73,10 @@ class Server {
   struct Listener;
   boost::asio::awaitable<void> accept_loop(std::shared_ptr<Listener> listener);
   void start(const std::shared_ptr<Listener>& listener);
+  void require_tls(const std::string& scheme) const;
+  /// tls://: the handshake, then NDJSON as on tcp://.
+  boost::asio::awaitable<void> serve_tls(boost::asio::ip::tcp::socket socket,
+                                         std::shared_ptr<boost::asio::ssl::context> tls);
 
   boost::asio::io_context& io_;
   ServerContext& context_;
@@ -74,6 +86,7 @@ class Server {
   std::vector<std::shared_ptr<Listener>> listeners_;
   std::map<Connection*, std::weak_ptr<Connection>> connections_;
   std::map<std::uint64_t, std::function<void()>> http_;
+  std::shared_ptr<TlsContext> tls_;
   std::uint64_t next_http_ = 0;
 };
 

@@ -23,15 +23,15 @@ namespace {
 constexpr std::size_t max_inbox_messages = 64;
 }  // namespace
 
-WebSocketTransport::WebSocketTransport(beast::tcp_stream stream, WebSocketOptions options, std::string peer)
-    : ws_(detail::CorkedStream(std::move(stream))),
+WebSocketTransport::WebSocketTransport(detail::CorkedStream stream, WebSocketOptions options, std::string peer)
+    : ws_(std::move(stream)),
       options_(options),
       peer_(std::move(peer)),
       inbox_changed_(util::Wakeup::create(ws_.get_executor())),
       inbox_drained_(util::Wakeup::create(ws_.get_executor())) {}
 
 asio::awaitable<bool> WebSocketTransport::accept(const Request& upgrade) {
-  beast::get_lowest_layer(ws_).expires_never();
+  ws_.next_layer().lowest().expires_never();
   websocket::stream_base::timeout timeout{};
   timeout.handshake_timeout = options_.handshake_timeout;
   timeout.idle_timeout = options_.idle_timeout;  // pings at half of it, closes when silent
@@ -202,10 +202,10 @@ asio::awaitable<void> WebSocketTransport::close() {
   // pump() still reads until the handshake ends; it uses this object.
   while (!pump_done_) co_await inbox_changed_->wait();
   deadline.cancel();
-  beast::get_lowest_layer(ws_).socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-  beast::get_lowest_layer(ws_).close();
+  ws_.next_layer().lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  ws_.next_layer().lowest().close();
 }
 
-void WebSocketTransport::force_close() { beast::get_lowest_layer(ws_).close(); }
+void WebSocketTransport::force_close() { ws_.next_layer().lowest().close(); }
 
 }  // namespace harnessd::transport

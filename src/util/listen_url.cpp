@@ -6,7 +6,7 @@
 namespace harnessd::util {
 
 namespace {
-constexpr std::array<std::string_view, 2> listen_schemes{"tcp", "ws"};
+constexpr std::array<std::string_view, 4> listen_schemes{"tcp", "ws", "tls", "wss"};
 constexpr UrlRules listen_rules{.schemes = listen_schemes, .min_port = 0};
 }  // namespace
 

@@ -205,7 +205,7 @@ def test_a_wrongly_named_activated_socket_is_a_clear_error(tmp_path):
                           capture_output=True, text=True, timeout=10)
     sock.close()
     assert proc.returncode == 1
-    assert 'FileDescriptorName must be ws or tcp' in proc.stderr
+    assert 'FileDescriptorName must be ws, tcp, wss or tls' in proc.stderr
 
 
 # ---------------------------------------------------------------------------

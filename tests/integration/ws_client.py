@@ -25,6 +25,7 @@ import hashlib
 import os
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -162,14 +163,18 @@ def _recv_until(sock: socket.socket, deadline: float) -> bytes:
     left = deadline - time.monotonic()
     if left <= 0:
         raise TimeoutError("timed out reading from the server")
+    # A TLS socket may hold decrypted bytes that select() cannot see.
+    pending = isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
     try:
-        readable, _, _ = select.select([sock], [], [], left)
+        readable = pending or select.select([sock], [], [], left)[0]
     except (OSError, ValueError):
         return b""  # socket closed under us
     if not readable:
         raise TimeoutError("timed out reading from the server")
     try:
         return sock.recv(1 << 16)
+    except ssl.SSLWantReadError:
+        return _recv_until(sock, deadline)  # a TLS record not complete yet
     except (socket.timeout, TimeoutError):
         raise TimeoutError("timed out reading from the server") from None
     except OSError:
@@ -198,9 +203,16 @@ class WSClient:
     @classmethod
     def connect(cls, host: str, port: int, path: str = "/", *, origin: str | None = None,
                 headers: dict[str, str] | None = None, timeout: float = 5.0,
-                auto_pong: bool = True) -> "WSClient":
+                auto_pong: bool = True, tls: "ssl.SSLContext | None" = None) -> "WSClient":
+        """tls: connect with wss://, verified by this context (server name: host)."""
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
         try:
             key = base64.b64encode(os.urandom(16)).decode("ascii")
             lines = [

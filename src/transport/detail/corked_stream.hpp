@@ -2,6 +2,8 @@
 // syscall: while a batch is open, Beast's writes land in a buffer that one
 // real write then sends. Outside a batch (pings, pongs, close) writes go
 // straight through. Beast serialises its own writes, so frames never mix.
+// Below it is a TCP stream, plain or TLS (wss://), chosen per connection:
+// one WebSocket and HTTP implementation serves both.
 #pragma once
 
 #include "kernel_queue.hpp"
@@ -15,30 +17,42 @@
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <variant>
 
 namespace harnessd::transport::detail {
 
 /// Strand-confined like the WebSocket stream above it.
 class CorkedStream {
  public:
-  using executor_type = boost::beast::tcp_stream::executor_type;
-  using next_layer_type = boost::beast::tcp_stream;
+  using Plain = boost::beast::tcp_stream;
+  using Tls = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+  using executor_type = Plain::executor_type;
 
-  explicit CorkedStream(boost::beast::tcp_stream stream) : next_(std::move(stream)) {}
+  explicit CorkedStream(Plain stream) : next_(std::move(stream)) {}
+  explicit CorkedStream(Tls stream) : next_(std::move(stream)) {}
 
-  executor_type get_executor() noexcept { return next_.get_executor(); }
-  next_layer_type& next_layer() noexcept { return next_; }
-  const next_layer_type& next_layer() const noexcept { return next_; }
+  executor_type get_executor() noexcept { return lowest().get_executor(); }
+  /// The TCP stream at the bottom (timeouts, the socket).
+  Plain& lowest() noexcept {
+    return std::visit([](auto& s) -> Plain& { return boost::beast::get_lowest_layer(s); }, next_);
+  }
+  bool secure() const noexcept { return std::holds_alternative<Tls>(next_); }
 
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
-    return next_.async_read_some(buffers, std::forward<Token>(token));
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, const MutableBuffers& bufs) {
+          std::visit([&](auto& s) { s.async_read_some(bufs, std::move(handler)); }, next_);
+        },
+        token, buffers);
   }
 
   template <class ConstBuffers, class Token>
@@ -46,7 +60,7 @@ class CorkedStream {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
         [this](auto handler, const ConstBuffers& bufs) {
           if (!batching_) {
-            next_.async_write_some(bufs, std::move(handler));
+            std::visit([&](auto& s) { s.async_write_some(bufs, std::move(handler)); }, next_);
             return;
           }
           std::size_t n = 0;
@@ -54,7 +68,7 @@ class CorkedStream {
             pending_.append(static_cast<const char*>(b.data()), b.size());
             n += b.size();
           }
-          boost::asio::post(next_.get_executor(),
+          boost::asio::post(get_executor(),
                             boost::beast::bind_front_handler(std::move(handler), boost::system::error_code{}, n));
         },
         token, buffers);
@@ -77,8 +91,7 @@ class CorkedStream {
       // as progress for the write deadline.
       std::size_t done = 0;
       while (done < flushing_.size()) {
-        done += co_await next_.async_write_some(boost::asio::buffer(flushing_.data() + done, flushing_.size() - done),
-                                                boost::asio::use_awaitable);
+        done += co_await write_some_next(boost::asio::buffer(flushing_.data() + done, flushing_.size() - done));
         bytes_written_ = bytes_before_ + done;
       }
       bytes_before_ += done;
@@ -96,7 +109,7 @@ class CorkedStream {
     std::size_t first = 0;
     while (first < pieces.size()) {
       const std::size_t count = std::min(pieces.size() - first, max_pieces_per_write);
-      std::size_t n = co_await next_.async_write_some(pieces.subspan(first, count), boost::asio::use_awaitable);
+      std::size_t n = co_await write_some_next(pieces.subspan(first, count));
       bytes_before_ += n;
       bytes_written_ = bytes_before_;
       while (first < pieces.size() && n >= pieces[first].size()) n -= pieces[first++].size();
@@ -108,13 +121,29 @@ class CorkedStream {
   std::size_t writes() const noexcept { return writes_; }
   /// Bytes the peer has taken: written, minus what the kernel still holds.
   std::uint64_t bytes_written() const {
-    auto& socket = const_cast<boost::beast::tcp_stream&>(next_).socket();
+    auto& socket = const_cast<CorkedStream&>(*this).lowest().socket();
     const std::uint64_t queued = socket.is_open() ? kernel_queued_bytes(socket.native_handle()) : 0;
     return bytes_written_ > queued ? bytes_written_ - queued : 0;
   }
 
  private:
-  boost::beast::tcp_stream next_;
+  template <class ConstBuffers>
+  boost::asio::awaitable<std::size_t> write_some_next(const ConstBuffers& buffers) {
+    if (Tls* tls = std::get_if<Tls>(&next_)) {
+      // TLS seals one buffer per write: gather the pieces first.
+      gathered_.clear();
+      for (auto b : boost::beast::buffers_range_ref(buffers)) {
+        gathered_.append(static_cast<const char*>(b.data()), b.size());
+      }
+      std::size_t n = co_await tls->async_write_some(boost::asio::buffer(gathered_), boost::asio::use_awaitable);
+      co_return n;
+    }
+    std::size_t n = co_await std::get<Plain>(next_).async_write_some(buffers, boost::asio::use_awaitable);
+    co_return n;
+  }
+
+  std::variant<Plain, Tls> next_;
+  std::string gathered_;
   std::string pending_;
   std::string flushing_;
   bool batching_ = false;
@@ -123,16 +152,21 @@ class CorkedStream {
   std::uint64_t bytes_written_ = 0;
 };
 
+// Found by argument-dependent lookup when Beast closes the connection.
+inline void beast_close_socket(CorkedStream& stream) { stream.lowest().close(); }
+
 // Found by argument-dependent lookup when the WebSocket closes.
 inline void teardown(boost::beast::role_type role, CorkedStream& stream, boost::system::error_code& ec) {
   using boost::beast::websocket::teardown;
-  teardown(role, stream.next_layer(), ec);
+  teardown(role, stream.lowest().socket(), ec);
 }
 
+// A TLS connection ends at the TCP level too: the WebSocket close frame has
+// already said goodbye, and a TLS close_notify would only add a round trip.
 template <class TeardownHandler>
 void async_teardown(boost::beast::role_type role, CorkedStream& stream, TeardownHandler&& handler) {
   using boost::beast::websocket::async_teardown;
-  async_teardown(role, stream.next_layer(), std::forward<TeardownHandler>(handler));
+  async_teardown(role, stream.lowest().socket(), std::forward<TeardownHandler>(handler));
 }
 
 }  // namespace harnessd::transport::detail

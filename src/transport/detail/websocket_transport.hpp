@@ -32,7 +32,9 @@ class WebSocketTransport final : public FrameTransport {
  public:
   using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
-  WebSocketTransport(boost::beast::tcp_stream stream, WebSocketOptions options, std::string peer);
+  /// `stream` is plain or TLS (after its handshake) and has carried the
+  /// upgrade request.
+  WebSocketTransport(detail::CorkedStream stream, WebSocketOptions options, std::string peer);
 
   /// Completes the upgrade. Returns false (and logs) when the handshake fails.
   boost::asio::awaitable<bool> accept(const Request& upgrade);
@@ -42,7 +44,7 @@ class WebSocketTransport final : public FrameTransport {
   void stop_reading() override;
   boost::asio::awaitable<void> close() override;
   void force_close() override;
-  TransportKind kind() const override { return TransportKind::ws; }
+  TransportKind kind() const override { return TransportKind::ws; }  // wss too
   std::string peer() const override { return peer_; }
   std::uint64_t bytes_written() const override { return ws_.next_layer().bytes_written(); }
 
