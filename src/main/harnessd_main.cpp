@@ -341,7 +341,10 @@ int main(int argc, char** argv) {
       "  harnessd                                  # ws://127.0.0.1:7878 (web UI, /healthz, /metrics) + tcp://127.0.0.1:7879\n"
       "  harnessd --stdio                          # one client on stdin/stdout (logs go to stderr)\n"
       "  harnessd --listen tcp://127.0.0.1:0 --ready-file ready.json\n"
-      "  DEEPSEEK_API_KEY=sk-... harnessd --provider deepseek   # real model (DEEPSEEK_BASE_URL to override)\n",
+      "  DEEPSEEK_API_KEY=sk-... harnessd --provider deepseek   # real model (DEEPSEEK_BASE_URL to override)\n"
+      "  harnessd --listen wss://0.0.0.0:7878 --tls-cert cert.pem --tls-key key.pem   # TLS; SIGHUP reloads it\n"
+      "  harnessd --config /etc/harnessd/harnessd.toml   # the same flags from a TOML file\n\n"
+      "SIGTERM drains: no new clients or prompts, running turns get --drain-timeout-ms to finish.\n",
       "harnessd"};
   app.set_version_flag("--version", std::string("harnessd ") + util::version);
   add_flags(app, config);
