@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from functools import lru_cache
@@ -93,3 +94,35 @@ def commented_keys(toml_text: str) -> list[str]:
 def import_integration_helpers() -> None:
     if str(INTEGRATION) not in sys.path:
         sys.path.insert(0, str(INTEGRATION))
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        import pytest
+        pytest.fail("openssl is not installed (scripts/install-deps.sh installs it)", pytrace=False)
+    out = subprocess.run([openssl, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"openssl {' '.join(args)} exited {out.returncode}:\n{out.stderr}"
+
+
+def make_certificates(d: Path, servers: tuple[str, ...] = ("server",)) -> None:
+    """A throwaway CA (ca.pem, ca.key) in d, and for each NAME in servers a
+    NAME.pem/NAME.key for localhost and 127.0.0.1 signed by it (each with its
+    own key and serial, so a test can tell them apart)."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=harnessd deploy test CA",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+             cwd=d)
+    (d / "server.ext").write_text(
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid,issuer\n")
+    for name in servers:
+        _openssl("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", "/CN=localhost",
+                 cwd=d)
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.pem", "-days", "2", "-extfile", "server.ext", cwd=d)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy_common import DEPLOY, default, harnessd_bin, import_integration_helpers
+from deploy_common import DEPLOY, default, harnessd_bin, import_integration_helpers, make_certificates
 
 import_integration_helpers()
 from harnessd_helpers import _die_with_parent, check_turn, chunk_bytes, final_text, text_deltas  # noqa: E402
@@ -52,30 +52,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
-
-
-def run(*cmd: str, cwd: Path) -> None:
-    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, f"{' '.join(cmd)} exited {out.returncode}:\n{out.stderr}"
-
-
-def make_certificates(d: Path) -> None:
-    """ca.pem/ca.key, and server.pem/server.key for localhost and 127.0.0.1 signed by it."""
-    openssl = tool("openssl")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run(openssl, "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-        "-subj", "/CN=harnessd deploy test CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    run(openssl, "req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=d)
-    (d / "server.ext").write_text(
-        "basicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature\n"
-        "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-        "subjectKeyIdentifier=hash\n"
-        "authorityKeyIdentifier=keyid,issuer\n")
-    run(openssl, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", "server.pem", "-days", "2", "-extfile", "server.ext", cwd=d)
 
 
 def render(values: dict[str, str]) -> str:
