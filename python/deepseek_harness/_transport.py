@@ -24,7 +24,7 @@ import threading
 from typing import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from .errors import TransportClosedError
+from .errors import CertificateVerifyError, TransportClosedError
 
 log = logging.getLogger("deepseek_harness")
 runtime_log = logging.getLogger("deepseek_harness.runtime")
@@ -393,14 +393,74 @@ def parse_address(address: str) -> tuple[str, str, int, str]:
     return scheme, host, port, resource
 
 
+TLS_SCHEMES = ("tls", "wss")
+
+
+def client_ssl_context(ca_file: str | os.PathLike[str] | None = None) -> ssl.SSLContext:
+    """The context that verifies a ``tls://`` or ``wss://`` peer by default.
+
+    Without *ca_file* it trusts the system's CA store; with it, only the PEM
+    certificates in that file. Either way the certificate chain and the host
+    name (or IP address) of the address are checked, and the protocol is at
+    least TLS 1.2.
+    """
+
+    cafile = os.fspath(ca_file) if ca_file is not None else None
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "ca_file not found", cafile) from None
+    except ssl.SSLError as exc:
+        raise ValueError(f"ca_file {cafile!r} holds no usable PEM CA certificate: {exc}") from exc
+    context.check_hostname = True
+    context.verify_mode = ssl.CERT_REQUIRED
+    if context.minimum_version < ssl.TLSVersion.TLSv1_2:
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH, _EMAIL_MISMATCH, _IP_ADDRESS_MISMATCH.
+_NAME_MISMATCH_CODES = (62, 63, 64)
+
+
+def _verify_failure(address: str, exc: ssl.SSLCertVerificationError, trusted: str) -> CertificateVerifyError:
+    reason = (exc.verify_message or exc.reason or str(exc)).rstrip(".")
+    if exc.verify_code in _NAME_MISMATCH_CODES:
+        hint = ("connect with a host name or IP address that the daemon's certificate names "
+                "(its subjectAltName)")
+    else:
+        hint = (f"trusted: {trusted}; pass ca_file= (the PEM file of the CA that signed the daemon's "
+                f"--tls-cert) or ssl_context= to trust another CA")
+    return CertificateVerifyError(
+        f"TLS certificate verification failed for harnessd at {address}: {reason}\n{hint}",
+        verify_message=reason,
+    )
+
+
 def open_network_channel(
     address: str,
     *,
     connect_timeout: float | None,
     ssl_context: ssl.SSLContext | None,
     auth_token: str | None,
+    ca_file: str | os.PathLike[str] | None = None,
 ) -> Channel:
     scheme, host, port, resource = parse_address(address)
+    context: ssl.SSLContext | None = None
+    if ssl_context is not None and ca_file is not None:
+        raise ValueError("pass either ca_file or ssl_context, not both")
+    if scheme in TLS_SCHEMES:
+        # A context of the caller's is used as given; ours verifies.
+        context = ssl_context if ssl_context is not None else client_ssl_context(ca_file)
+        if ca_file is not None:
+            trusted = f"the CA certificates in {os.fspath(ca_file)}"
+        elif ssl_context is not None:
+            trusted = "the CAs of the given ssl_context"
+        else:
+            trusted = "the system's CA store"
+    elif ssl_context is not None or ca_file is not None:
+        option = "ca_file" if ca_file is not None else "ssl_context"
+        raise ValueError(f"{option} applies to tls:// and wss:// addresses, not to {address!r}")
     try:
         sock = socket.create_connection((host, port), timeout=connect_timeout)
     except OSError as exc:
@@ -411,9 +471,11 @@ def open_network_channel(
         except OSError:
             pass
         stream: _PlainStream | _TlsStream
-        if scheme in ("tls", "wss"):
-            context = ssl_context or ssl.create_default_context()
-            stream = _TlsStream(sock, context, host)
+        if context is not None:
+            try:
+                stream = _TlsStream(sock, context, host)
+            except ssl.SSLCertVerificationError as exc:
+                raise _verify_failure(address, exc, trusted) from exc
         else:
             stream = _PlainStream(sock)
         if scheme in ("ws", "wss"):
@@ -425,7 +487,10 @@ def open_network_channel(
     except TransportClosedError:
         sock.close()
         raise
-    except (OSError, ssl.SSLError, ValueError) as exc:
+    except ssl.SSLError as exc:
+        sock.close()
+        raise TransportClosedError(f"TLS handshake with harnessd at {address} failed: {exc}") from exc
+    except (OSError, ValueError) as exc:
         sock.close()
         raise TransportClosedError(f"cannot open {address}: {exc}") from exc
 

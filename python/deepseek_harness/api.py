@@ -54,7 +54,7 @@ class DeepSeekHarnessConfig:
     provider needs an API key; ``provider="scripted"`` runs without one.
 
     Additions: ``max_tokens`` (harnessd's ``maxTokens``); ``address``,
-    ``auth_token``, ``ssl_context`` to use a listening harnessd (see
+    ``auth_token``, ``ssl_context``, ``ca_file`` to use a listening harnessd (see
     :class:`~deepseek_harness.client.HarnessConfig`); ``on_disconnect``
     (harnessd's ``onDisconnect``: ``"cancel"``, the daemon's default, or
     ``"continue"`` to let turns of a dropped network connection run on).
@@ -78,6 +78,7 @@ class DeepSeekHarnessConfig:
     auth_token: str | None = None
     ssl_context: ssl.SSLContext | None = None
     on_disconnect: str | None = None
+    ca_file: str | os.PathLike[str] | None = None
 
 
 @dataclass(slots=True)
@@ -167,6 +168,7 @@ class DeepSeekHarness:
                 address=config.address,
                 auth_token=config.auth_token,
                 ssl_context=config.ssl_context,
+                ca_file=config.ca_file,
             )
         )
         self._lock = threading.RLock()

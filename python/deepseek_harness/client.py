@@ -85,8 +85,12 @@ class HarnessConfig:
     Additions: ``address`` connects to a listening harnessd instead of
     launching one (``tcp://HOST:PORT``, ``tls://HOST:PORT``,
     ``ws://HOST:PORT/``, ``wss://HOST:PORT/``); ``auth_token`` is its
-    ``--auth-token-file`` token; ``ssl_context`` verifies TLS peers (default:
-    the system's trust store).
+    ``--auth-token-file`` token. A ``tls://`` or ``wss://`` peer is verified
+    (certificate chain, host name, TLS 1.2 or later) against the system's
+    CA store, or against only the PEM CA certificates in ``ca_file``;
+    ``ssl_context`` replaces that verification with a context of your own
+    (used as given). ``ca_file`` and ``ssl_context`` exclude each other and
+    are refused with a plain ``tcp://`` or ``ws://`` address.
     """
 
     runtime_bin: str | None = None
@@ -100,6 +104,7 @@ class HarnessConfig:
     auth_token: str | None = None
     connect_timeout_seconds: float | None = 10.0
     ssl_context: ssl.SSLContext | None = None
+    ca_file: str | os.PathLike[str] | None = None
 
 
 def resolve_launch_args(config: HarnessConfig) -> tuple[str, ...]:
@@ -512,6 +517,7 @@ class HarnessClient:
                     connect_timeout=config.connect_timeout_seconds,
                     ssl_context=config.ssl_context,
                     auth_token=config.auth_token,
+                    ca_file=config.ca_file,
                 )
             else:
                 argv = resolve_launch_args(config)

@@ -13,6 +13,7 @@ from typing import Any
 __all__ = [
     "HarnessError",
     "TransportClosedError",
+    "CertificateVerifyError",
     "JsonRpcError",
     "InvalidParamsError",
     "SessionBusyError",
@@ -51,6 +52,21 @@ class TransportClosedError(HarnessError):
         super().__init__(message)
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class CertificateVerifyError(TransportClosedError):
+    """A ``tls://`` or ``wss://`` peer's certificate was not trusted
+    (addition): an unknown CA, an expired certificate, or a name that does
+    not match the address. Raised by ``start()``; nothing was sent.
+
+    ``verify_message`` is OpenSSL's reason (e.g. ``unable to get local
+    issuer certificate``, ``IP address mismatch, certificate is not valid
+    for '127.0.0.1'``).
+    """
+
+    def __init__(self, message: str, *, verify_message: str = "") -> None:
+        super().__init__(message)
+        self.verify_message = verify_message
 
 
 class JsonRpcError(HarnessError):

@@ -2,16 +2,13 @@
 
 ``FakeDeepSeek`` is an OpenAI-compatible streaming endpoint, so the default
 ``deepseek`` provider (and upstream's quick-start) runs without a real key
-or network. ``TlsProxy`` terminates TLS in front of a plain harnessd port,
-since harnessd itself listens without TLS.
+or network. ``make_ca`` and ``make_server_cert`` make a throwaway PKI with
+the openssl tool for harnessd's ``tls://`` and ``wss://`` listeners.
 """
 
 from __future__ import annotations
 
 import json
-import select
-import socket
-import ssl
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,72 +61,25 @@ class FakeDeepSeek:
         self.server.server_close()
 
 
-def make_certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (needs the openssl tool)."""
-
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-class TlsProxy:
-    """Accepts TLS on an ephemeral port and relays the plaintext to
-    ``127.0.0.1:target_port``; one thread per connection, one SSL object
-    used by that thread only."""
+def make_ca(directory: Path, name: str) -> Path:
+    """A self-signed CA: ``NAME.pem`` and ``NAME.key`` in *directory*."""
 
-    def __init__(self, cert: Path, key: Path, target_port: int) -> None:
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(str(cert), str(key))
-        self.target_port = target_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self._stopped = False
-        threading.Thread(target=self._accept, daemon=True).start()
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-days", "2", "-subj", f"/CN=throwaway {name}", "-keyout", f"{name}.key", "-out", f"{name}.pem",
+             cwd=directory)
+    return directory / f"{name}.pem"
 
-    def _accept(self) -> None:
-        while not self._stopped:
-            try:
-                raw, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._relay, args=(raw,), daemon=True).start()
 
-    def _relay(self, raw: socket.socket) -> None:
-        try:
-            tls = self.context.wrap_socket(raw, server_side=True)
-        except (OSError, ssl.SSLError):
-            raw.close()
-            return
-        plain = socket.create_connection(("127.0.0.1", self.target_port))
-        client_done = False
-        try:
-            while True:
-                watched = [plain] if client_done else [tls, plain]
-                readable = [tls] if not client_done and tls.pending() else select.select(watched, [], [])[0]
-                if tls in readable:
-                    data = tls.recv(65536)
-                    if not data:
-                        plain.shutdown(socket.SHUT_WR)
-                        client_done = True
-                        continue
-                    plain.sendall(data)
-                if plain in readable:
-                    data = plain.recv(65536)
-                    if not data:
-                        break
-                    tls.sendall(data)
-        except (OSError, ssl.SSLError):
-            pass
-        finally:
-            plain.close()
-            tls.close()
+def make_server_cert(directory: Path, ca: str, name: str, san: str = "IP:127.0.0.1") -> tuple[Path, Path]:
+    """A server certificate for *san* signed by the CA *ca*; (cert, key)."""
 
-    def stop(self) -> None:
-        self._stopped = True
-        self.listener.close()
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=harnessd",
+             "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=directory)
+    (directory / f"{name}.ext").write_text(f"subjectAltName={san}\n", encoding="ascii")
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
+             "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=directory)
+    return directory / f"{name}.pem", directory / f"{name}.key"

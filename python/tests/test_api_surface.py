@@ -37,6 +37,7 @@ from deepseek_harness.models import (
 )
 from deepseek_harness.client import NotificationSubscription, SessionSubscription, resolve_launch_args
 from deepseek_harness.errors import (
+    CertificateVerifyError,
     HarnessError,
     InvalidParamsError,
     JsonRpcError,
@@ -112,7 +113,8 @@ def test_harness_config_fields_and_defaults():
         ("shutdown_timeout_seconds", 1.0),
     ]
     # Additions come after upstream's fields, all optional.
-    assert [name for name, _ in fields[7:]] == ["address", "auth_token", "connect_timeout_seconds", "ssl_context"]
+    assert [name for name, _ in fields[7:]] == ["address", "auth_token", "connect_timeout_seconds", "ssl_context",
+                                              "ca_file"]
     names = {name for name, _ in fields}
     assert "client_name" not in names and "client_version" not in names
     assert not hasattr(HarnessConfig(), "__dict__")  # slots
@@ -135,7 +137,8 @@ def test_deepseek_harness_config_fields_and_defaults():
         ("base_url", None),
         ("api_key", None),
     ]
-    assert [name for name, _ in fields[13:]] == ["max_tokens", "address", "auth_token", "ssl_context", "on_disconnect"]
+    assert [name for name, _ in fields[13:]] == ["max_tokens", "address", "auth_token", "ssl_context", "on_disconnect",
+                                               "ca_file"]
     assert dict(fields)["on_disconnect"] is None
     names = {name for name, _ in fields}
     assert "system_prompt" not in names and "bridge_bin" not in names
@@ -235,6 +238,7 @@ def test_bare_client_is_valid_and_close_is_a_no_op():
 
 def test_error_hierarchy():
     assert issubclass(TransportClosedError, HarnessError)
+    assert issubclass(CertificateVerifyError, TransportClosedError)
     assert issubclass(JsonRpcError, HarnessError)
     assert issubclass(SessionBusyError, JsonRpcError) and issubclass(ServerOverloadedError, JsonRpcError)
     assert issubclass(InvalidParamsError, JsonRpcError)

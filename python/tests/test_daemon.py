@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 import signal
 import socket
-import ssl
 import threading
 import time
 import tracemalloc
@@ -346,27 +344,6 @@ def test_daemon_network_auth_token(listening_daemon, tmp_path):
     assert info.value.code == -32004
     with pytest.raises(TransportClosedError, match="401"):
         DeepSeekHarness(provider="scripted", address=daemon.url("ws"), cwd=str(tmp_path)).start()
-
-
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl tool to make a certificate")
-def test_daemon_tls_connections(listening_daemon, tmp_path):
-    from servers import TlsProxy, make_certificate
-
-    cert, key = make_certificate(tmp_path)
-    daemon = listening_daemon()
-    context = ssl.create_default_context(cafile=str(cert))
-    proxies = {scheme: TlsProxy(cert, key, daemon.port(scheme)) for scheme in ("tcp", "ws")}
-    try:
-        for address in (f"tls://127.0.0.1:{proxies['tcp'].port}", f"wss://127.0.0.1:{proxies['ws'].port}/"):
-            with DeepSeekHarness(provider="scripted", address=address, ssl_context=context,
-                                 cwd=str(tmp_path)) as harness:
-                network_turns(harness)
-        # The system trust store does not know the self-signed certificate.
-        with pytest.raises(TransportClosedError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
-            DeepSeekHarness(provider="scripted", address=f"tls://127.0.0.1:{proxies['tcp'].port}").start()
-    finally:
-        for proxy in proxies.values():
-            proxy.stop()
 
 
 def test_daemon_busy_across_connections(listening_daemon, tmp_path):
