@@ -10,6 +10,10 @@
 // embedded copy differs; disk; daemon), BROWSER_TEST_PEER=node (use
 // bench/peers/node-reference with --static web/ instead), CHROMIUM (default
 // /usr/bin/chromium), SCREENSHOT_DIR (default tests/browser/out/).
+//
+// One test starts a second harnessd with a wss:// listener and a certificate
+// it makes with the openssl CLI, and opens the UI over https in a browser
+// that trusts exactly that certificate's key.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -138,8 +142,8 @@ async function chooseWebSource() {
   return false;
 }
 
-async function routeWebFromDisk(ctx) {
-  const ours = (url) => url.origin === new URL(baseUrl).origin && Object.hasOwn(WEB_FILES, url.pathname);
+async function routeWebFromDisk(ctx, origin = new URL(baseUrl).origin) {
+  const ours = (url) => url.origin === origin && Object.hasOwn(WEB_FILES, url.pathname);
   await ctx.route(ours, (route) => {
     const file = WEB_FILES[new URL(route.request().url()).pathname];
     route.fulfill({
@@ -154,6 +158,7 @@ async function routeWebFromDisk(ctx) {
 
 let browser = null;
 let context = null;
+let fromDisk = false;
 let page1 = null;
 let page2 = null;
 let sessionId = null;
@@ -245,7 +250,7 @@ before(async () => {
   if (skipReason) return;
   fs.mkdirSync(screenshotDir, { recursive: true });
   await startServer();
-  const fromDisk = await chooseWebSource();
+  fromDisk = await chooseWebSource();
   browser = await chromium.launch({ executablePath: chromiumBin, headless: true, args: CHROMIUM_ARGS });
   context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   if (fromDisk) await routeWebFromDisk(context);
@@ -254,6 +259,7 @@ before(async () => {
 after(async () => {
   await browser?.close().catch(() => {});
   await stopServer();
+  await stopTlsServer();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -577,6 +583,151 @@ test('without session/list the sidebar shows the sessions of this browser', { sk
   // Earlier turns come from this browser's own record.
   await page.waitForSelector('[data-testid="restored-turn"]');
   await page.close();
+});
+
+// ---- the UI over https and wss (a second daemon with a TLS listener) ---------
+
+const hasOpenssl = (() => {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+const tlsSkipReason = skipReason
+  || (useNodePeer ? 'the node peer has no TLS listener' : false)
+  || (!hasOpenssl ? 'needs the openssl CLI to make a certificate' : false);
+
+let tlsServer = null;
+let tlsServerLog = '';
+
+const openssl = (args, input) => execFileSync('openssl', args, { input, stdio: ['pipe', 'pipe', 'pipe'] });
+
+/**
+ * A self-signed certificate for IP 127.0.0.1 in `dir`; returns its files and
+ * the base64 SHA-256 of its SubjectPublicKeyInfo (what
+ * --ignore-certificate-errors-spki-list takes).
+ */
+function makeCertificate(dir) {
+  const cert = path.join(dir, 'wss-cert.pem');
+  const key = path.join(dir, 'wss-key.pem');
+  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
+    '-subj', '/CN=harnessd browser test', '-addext', 'subjectAltName=IP:127.0.0.1',
+    '-keyout', key, '-out', cert]);
+  // openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64
+  const pubkey = openssl(['x509', '-in', cert, '-pubkey', '-noout']);
+  const der = openssl(['pkey', '-pubin', '-outform', 'der'], pubkey);
+  const digest = openssl(['dgst', '-sha256', '-binary'], der);
+  const spki = openssl(['base64', '-A'], digest).toString('ascii').trim();
+  assert.match(spki, /^[A-Za-z0-9+/]{43}=$/, `SPKI hash: ${spki}`);
+  return { cert, key, spki };
+}
+
+/** harnessd with only a wss:// listener; resolves to its https:// base URL. */
+async function startTlsServer(cert, key) {
+  const ready = path.join(tmp, `ready-wss-${Date.now()}.json`);
+  const args = ['--listen', 'wss://127.0.0.1:0', '--tls-cert', cert, '--tls-key', key,
+    '--ready-file', ready, '--store', 'memory'];
+  if (process.env.HARNESSD_ARGS) args.push(...process.env.HARNESSD_ARGS.split(/\s+/).filter(Boolean));
+  const proc = spawn(path.resolve(harnessdBin), args, { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+  tlsServer = proc;
+  proc.stdout.on('data', (d) => { tlsServerLog += d; });
+  proc.stderr.on('data', (d) => { tlsServerLog += d; });
+  let exited = null;
+  proc.on('exit', (code, sig) => { exited = `exited with ${code ?? sig}`; });
+  const deadline = Date.now() + 20000;
+  for (;;) {
+    if (fs.existsSync(ready)) {
+      try {
+        const { listen } = JSON.parse(fs.readFileSync(ready, 'utf8'));
+        const wss = listen.find((u) => u.startsWith('wss://'));
+        assert.ok(wss, `no wss:// entry in ready file: ${JSON.stringify(listen)}`);
+        return `https://127.0.0.1:${new URL(wss).port}/`;
+      } catch (err) {
+        if (err instanceof assert.AssertionError) throw err;
+      }
+    }
+    if (exited) throw new Error(`harnessd (wss) ${exited} before it was ready:\n${tlsServerLog}`);
+    if (Date.now() > deadline) throw new Error(`harnessd (wss) not ready after 20 s:\n${tlsServerLog}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function stopTlsServer() {
+  const proc = tlsServer;
+  tlsServer = null;
+  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+  const gone = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+  await gone;
+  clearTimeout(timer);
+}
+
+test('over https the page connects with wss and streams @chunks 20 8', { skip: tlsSkipReason, timeout: 90000 }, async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, 'tls-'));
+  const { cert, key, spki } = makeCertificate(dir);
+  const httpsUrl = await startTlsServer(cert, key);
+  const origin = new URL(httpsUrl).origin;
+
+  // A browser without the certificate's key on its list refuses the page.
+  const untrusting = await browser.newContext();
+  const refused = await untrusting.newPage();
+  await assert.rejects(refused.goto(httpsUrl), /ERR_CERT_AUTHORITY_INVALID/);
+  await untrusting.close();
+
+  // A dedicated browser trusts exactly this certificate's public key; every
+  // other certificate error still stops it (no ignoreHTTPSErrors).
+  const tlsBrowser = await chromium.launch({
+    executablePath: chromiumBin,
+    headless: true,
+    args: [...CHROMIUM_ARGS, `--ignore-certificate-errors-spki-list=${spki}`],
+  });
+  try {
+    const ctx = await tlsBrowser.newContext({ viewport: { width: 1280, height: 860 } });
+    if (fromDisk) await routeWebFromDisk(ctx, origin);
+    const page = await ctx.newPage();
+    page.setDefaultTimeout(15000);
+    const errors = [];
+    page.on('pageerror', (err) => errors.push(String(err)));
+    page.on('console', (msg) => { if (msg.type() === 'error') errors.push(`console: ${msg.text()}`); });
+    const sockets = [];
+    page.on('websocket', (ws) => sockets.push(ws.url()));
+
+    const res = await page.goto(httpsUrl);
+    assert.equal(res.status(), 200, `GET ${httpsUrl}`);
+    assert.equal(await page.title(), 'harnessd');
+    // A page routed from disk has no TLS details of its own: then ask the daemon's /healthz.
+    let tlsRes = res;
+    if (fromDisk) {
+      const probe = await ctx.newPage();
+      tlsRes = await probe.goto(`${origin}/healthz`);
+      assert.equal(tlsRes.status(), 200, 'GET /healthz');
+    }
+    const security = await tlsRes.securityDetails();
+    assert.ok(security, 'the page came over TLS');
+    assert.match(security.protocol, /^TLS 1\.[23]$/);
+    assert.equal(security.subjectName, 'harnessd browser test');
+    await page.waitForSelector('#status[data-state="connected"]');
+    assert.deepEqual(sockets, [`wss://127.0.0.1:${new URL(httpsUrl).port}/`]);
+    assert.equal(await page.evaluate(() => location.protocol), 'https:');
+
+    await page.click('#new-session');
+    const id = await page.$eval('#session-select', (el) => el.value);
+    assert.match(id, /^web-/);
+    await sendPrompt(page, '@chunks 20 8');
+    assert.equal(await lastTurnSettled(page), 'ok');
+    assert.equal(await lastTurnText(page), chunksText(20, 8));
+    assert.match(await turnStatusText(page), /\bok\b/);
+    assert.equal(await page.isHidden('#error-banner'), true);
+    assert.equal(sockets.length, 1, `one WebSocket: ${sockets}`);
+    await page.screenshot({ path: path.join(screenshotDir, 'ui-wss.png') });
+    assert.deepEqual(errors, []);
+  } finally {
+    await tlsBrowser.close().catch(() => {});
+    await stopTlsServer();
+  }
 });
 
 test('no uncaught errors in the page', { skip: skipReason }, () => {
