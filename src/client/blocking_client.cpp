@@ -43,10 +43,12 @@ std::unique_ptr<BlockingClient> BlockingClient::spawn(SpawnOptions options) {
   return self;
 }
 
-std::unique_ptr<BlockingClient> BlockingClient::connect(std::string url) {
+std::unique_ptr<BlockingClient> BlockingClient::connect(std::string url) { return connect(std::move(url), {}); }
+
+std::unique_ptr<BlockingClient> BlockingClient::connect(std::string url, ConnectOptions options) {
   std::unique_ptr<BlockingClient> self(new BlockingClient());
-  std::future<std::unique_ptr<ClientTransport>> transport =
-      asio::co_spawn(self->io_, connect_url(self->io_.get_executor(), std::move(url)), asio::use_future);
+  std::future<std::unique_ptr<ClientTransport>> transport = asio::co_spawn(
+      self->io_, connect_url(self->io_.get_executor(), std::move(url), std::move(options)), asio::use_future);
   self->attach(transport.get());
   return self;
 }

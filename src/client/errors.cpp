@@ -13,6 +13,8 @@ class ClientCategory final : public std::error_category {
         return "the daemon's answer breaks the protocol";
       case errc::transport_closed:
         return "the connection to the daemon ended";
+      case errc::certificate_untrusted:
+        return "the daemon's TLS certificate was not trusted";
     }
     return "unknown client error " + std::to_string(value);
   }

@@ -1,15 +1,19 @@
-// The NDJSON client transports: a TCP socket, and the two pipes of a spawned
-// `harnessd --stdio` child (whose exit status explains a dropped connection).
-// Both are the wire library's NdjsonStream, as the daemon's are.
+// The NDJSON client transports: a TCP socket, TLS over one (tls://), and the
+// two pipes of a spawned `harnessd --stdio` child (whose exit status explains
+// a dropped connection). All are the wire library's NdjsonStream, as the
+// daemon's are.
 #include "harnessd/client/client_transport.hpp"
 
+#include "client/tls_client.hpp"
 #include "transport/child_process.hpp"
 #include "transport/ndjson_stream.hpp"
+#include "transport/tls_stream.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -54,6 +58,10 @@ class TcpClientTransport final : public NdjsonClientTransport {
  public:
   TcpClientTransport(asio::ip::tcp::socket socket, std::string url)
       : NdjsonClientTransport(transport::make_tcp_stream(std::move(socket))), url_(std::move(url)) {}
+
+  /// tls://: `stream` has completed its handshake.
+  TcpClientTransport(asio::ssl::stream<asio::ip::tcp::socket> stream, std::string url)
+      : NdjsonClientTransport(transport::make_tls_stream(std::move(stream), url)), url_(std::move(url)) {}
 
   asio::awaitable<void> close() override {
     force_close();
@@ -184,7 +192,7 @@ std::unique_ptr<ClientTransport> spawn_stdio(const asio::any_io_executor& execut
 }
 
 util::Url parse_server_url(std::string_view url) {
-  static constexpr std::array<std::string_view, 2> schemes{"tcp", "ws"};
+  static constexpr std::array<std::string_view, 4> schemes{"tcp", "ws", "tls", "wss"};
   static constexpr util::UrlRules rules{.schemes = schemes, .path = true, .query = true};
   util::ParsedUrl parsed = util::parse_url(url, rules);
   const std::string quoted = "\"" + std::string(url) + "\"";
@@ -194,8 +202,8 @@ util::Url parse_server_url(std::string_view url) {
     }
     throw std::invalid_argument(quoted + ": " + parsed.error.reason);
   }
-  if (parsed.url->scheme == "tcp" && parsed.url->target() != "/") {
-    throw std::invalid_argument(quoted + ": a tcp:// URL has no path");
+  if ((parsed.url->scheme == "tcp" || parsed.url->scheme == "tls") && parsed.url->target() != "/") {
+    throw std::invalid_argument(quoted + ": a " + parsed.url->scheme + ":// URL has no path");
   }
   return std::move(*parsed.url);
 }
@@ -212,14 +220,75 @@ asio::awaitable<std::unique_ptr<ClientTransport>> connect_tcp(asio::any_io_execu
   co_return transport;
 }
 
-asio::awaitable<std::unique_ptr<ClientTransport>> connect_url(asio::any_io_executor executor, std::string url) {
+asio::awaitable<std::unique_ptr<ClientTransport>> connect_tls(asio::any_io_executor executor, std::string host,
+                                                              std::uint16_t port, ConnectOptions options) {
+  asio::ssl::context context = detail::make_tls_context(options);
+  const std::string where = util::Url{.scheme = "tls", .host = host, .port = port}.host_port();
+  asio::ssl::stream<asio::ip::tcp::socket> stream(executor, context);
+  detail::prepare_tls_connection(stream.native_handle(), host, options, "");
+
+  // One deadline for connecting and the handshake: a tls:// URL that points
+  // at a plain NDJSON port would otherwise wait for that daemon's own timeout.
+  // The handler only holds this flag; it closes the socket while the flag
+  // still points at it.
+  auto pending = std::make_shared<asio::ip::tcp::socket*>(&stream.next_layer());
+  auto expired = std::make_shared<bool>(false);
+  asio::steady_timer deadline(executor);
+  deadline.expires_after(detail::connect_timeout);
+  deadline.async_wait([pending, expired](error_code ec) {
+    if (ec || *pending == nullptr) return;
+    *expired = true;
+    error_code ignored;
+    (*pending)->close(ignored);
+  });
+
+  asio::ip::tcp::resolver resolver(executor);
+  std::string service = std::to_string(port);
+  error_code ec;
+  auto endpoints = co_await resolver.async_resolve(host, service, asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) {
+    co_await asio::async_connect(stream.next_layer(), endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (ec) {
+    *pending = nullptr;
+    deadline.cancel();
+    if (*expired) throw boost::system::system_error(asio::error::timed_out);
+    throw boost::system::system_error(ec);
+  }
+  error_code handshake;
+  co_await stream.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, handshake));
+  *pending = nullptr;
+  deadline.cancel();
+  if (*expired) {
+    throw ClientError("TLS handshake with " + where + " timed out after " +
+                          std::to_string(detail::connect_timeout.count()) + " s",
+                      std::make_error_code(std::errc::timed_out));
+  }
+  if (handshake) detail::throw_handshake_error(stream.native_handle(), handshake, where);
+
+  std::string url = "tls://" + where;
+  std::unique_ptr<ClientTransport> transport = std::make_unique<TcpClientTransport>(std::move(stream), std::move(url));
+  co_return transport;
+}
+
+asio::awaitable<std::unique_ptr<ClientTransport>> connect_url(asio::any_io_executor executor, std::string url,
+                                                              ConnectOptions options) {
   util::Url parsed = parse_server_url(url);
   std::unique_ptr<ClientTransport> transport;
   if (parsed.scheme == "tcp") {
     transport = co_await connect_tcp(executor, std::move(parsed.host), parsed.port);
+  } else if (parsed.scheme == "tls") {
+    transport = co_await connect_tls(executor, std::move(parsed.host), parsed.port, std::move(options));
   } else {
-    transport = co_await connect_websocket(executor, std::move(parsed));
+    transport = co_await connect_websocket(executor, std::move(parsed), std::move(options));
   }
+  co_return transport;
+}
+
+asio::awaitable<std::unique_ptr<ClientTransport>> connect_url(asio::any_io_executor executor, std::string url) {
+  ConnectOptions options;
+  std::unique_ptr<ClientTransport> transport =
+      co_await connect_url(std::move(executor), std::move(url), std::move(options));
   co_return transport;
 }
 

@@ -1,6 +1,9 @@
-// The WebSocket client transport: one JSON-RPC message per text frame. The
-// only client file that includes Beast (compile time on a 2-core machine).
+// The WebSocket client transport: one JSON-RPC message per text frame, over
+// TCP (ws://) or TLS (wss://). The only client file that includes Beast
+// (compile time on a 2-core machine).
 #include "harnessd/client/client_transport.hpp"
+
+#include "client/tls_client.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -8,22 +11,27 @@
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <boost/beast/websocket/error.hpp>
 #include <boost/beast/websocket/stream.hpp>
+
+#include <optional>
 
 namespace harnessd::client {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
+namespace ssl = asio::ssl;
 using boost::system::error_code;
 
 namespace {
 
-constexpr std::chrono::seconds connect_timeout{10};
-
+/// `Stream` is beast::tcp_stream (ws://) or beast::ssl_stream of one (wss://).
+template <class Stream>
 class WebSocketClientTransport final : public ClientTransport {
  public:
-  WebSocketClientTransport(websocket::stream<beast::tcp_stream> ws, std::string url)
+  WebSocketClientTransport(websocket::stream<Stream> ws, std::string url)
       : ws_(std::move(ws)), url_(std::move(url)) {}
 
   asio::awaitable<ReadResult> read_frame() override {
@@ -88,7 +96,7 @@ class WebSocketClientTransport final : public ClientTransport {
   std::string describe() const override { return url_; }
 
  private:
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<Stream> ws_;
   std::string url_;
   beast::flat_buffer buffer_;
   std::string current_;
@@ -100,16 +108,12 @@ class WebSocketClientTransport final : public ClientTransport {
 
 }  // namespace
 
-asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io_executor executor, util::Url url) {
-  asio::ip::tcp::resolver resolver(executor);
-  std::string service = std::to_string(url.port);
-  auto endpoints = co_await resolver.async_resolve(url.host, service, asio::use_awaitable);
-  beast::tcp_stream stream(executor);
-  stream.expires_after(connect_timeout);
-  co_await stream.async_connect(endpoints, asio::use_awaitable);
-  stream.socket().set_option(asio::ip::tcp::no_delay(true));
+namespace {
 
-  websocket::stream<beast::tcp_stream> ws(std::move(stream));
+/// The upgrade on a connected (and for wss, TLS) stream; the deadline of
+/// the lowest layer is running.
+template <class Stream>
+asio::awaitable<std::unique_ptr<ClientTransport>> upgrade(websocket::stream<Stream> ws, util::Url url) {
   ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
   ws.set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
     req.set(beast::http::field::user_agent, "harnessd-cpp-client");
@@ -122,9 +126,50 @@ asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io
   ws.text(true);
   // Shown in messages: the query may hold an access token.
   url.query.clear();
-  std::string display = "ws://" + host + url.target();
+  std::string display = url.scheme + "://" + host + url.target();
   std::unique_ptr<ClientTransport> transport =
-      std::make_unique<WebSocketClientTransport>(std::move(ws), std::move(display));
+      std::make_unique<WebSocketClientTransport<Stream>>(std::move(ws), std::move(display));
+  co_return transport;
+}
+
+}  // namespace
+
+asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io_executor executor, util::Url url,
+                                                                    ConnectOptions options) {
+  const bool tls = url.scheme == "wss";
+  // Before any I/O: a bad CA file is a usage error, not a connection failure.
+  std::optional<ssl::context> context;
+  if (tls) context.emplace(detail::make_tls_context(options));
+
+  asio::ip::tcp::resolver resolver(executor);
+  std::string service = std::to_string(url.port);
+  auto endpoints = co_await resolver.async_resolve(url.host, service, asio::use_awaitable);
+  beast::tcp_stream stream(executor);
+  stream.expires_after(detail::connect_timeout);
+  co_await stream.async_connect(endpoints, asio::use_awaitable);
+  stream.socket().set_option(asio::ip::tcp::no_delay(true));
+
+  std::unique_ptr<ClientTransport> transport;
+  if (!tls) {
+    websocket::stream<beast::tcp_stream> ws(std::move(stream));
+    transport = co_await upgrade(std::move(ws), std::move(url));
+    co_return transport;
+  }
+  websocket::stream<beast::ssl_stream<beast::tcp_stream>> ws(std::move(stream), *context);
+  SSL* native = ws.next_layer().native_handle();
+  detail::prepare_tls_connection(native, url.host, options, "http/1.1");
+  error_code handshake;
+  co_await ws.next_layer().async_handshake(ssl::stream_base::client,
+                                           asio::redirect_error(asio::use_awaitable, handshake));
+  if (handshake) detail::throw_handshake_error(native, handshake, url.host_port());
+  transport = co_await upgrade(std::move(ws), std::move(url));
+  co_return transport;
+}
+
+asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io_executor executor, util::Url url) {
+  ConnectOptions options;
+  std::unique_ptr<ClientTransport> transport =
+      co_await connect_websocket(std::move(executor), std::move(url), std::move(options));
   co_return transport;
 }
 

@@ -60,6 +60,8 @@ struct Options {
   std::string provider;
   std::string model;
   std::string token;
+  std::string ca_file;            // --ca-file: trusted CAs for tls:// and wss://
+  bool insecure = false;          // --insecure: no certificate verification (testing only)
   bool verbose = false;
   std::string on_disconnect;  // "", "cancel" or "continue"
   std::vector<std::string> words;
@@ -591,11 +593,15 @@ asio::awaitable<int> run_command(Cli& cli) {
     if (!cli.options.connect.empty()) {
       std::string url = cli.options.connect;
       where = url;
-      if (url.starts_with("ws://") && !cli.options.token.empty() && url.find("access_token=") == std::string::npos) {
-        if (url.find('/', 5) == std::string::npos) url += '/';
+      const bool websocket = url.starts_with("ws://") || url.starts_with("wss://");
+      if (websocket && !cli.options.token.empty() && url.find("access_token=") == std::string::npos) {
+        if (url.find('/', url.find("://") + 3) == std::string::npos) url += '/';
         url += (url.find('?') == std::string::npos ? "?access_token=" : "&access_token=") + cli.options.token;
       }
-      transport = co_await connect_url(executor, std::move(url));
+      ConnectOptions connect_options;
+      connect_options.ca_file = cli.options.ca_file;
+      connect_options.insecure = cli.options.insecure;
+      transport = co_await connect_url(executor, std::move(url), std::move(connect_options));
     } else {
       SpawnOptions spawn;
       spawn.program = cli.options.harnessd.empty() ? default_harnessd() : cli.options.harnessd;
@@ -606,6 +612,9 @@ asio::awaitable<int> run_command(Cli& cli) {
     }
   } catch (const boost::system::system_error& e) {
     failure = e.code().message();  // what() carries Asio's source location
+  } catch (const CertificateError& e) {
+    failure = e.what();
+    if (cli.options.ca_file.empty()) failure += " (--ca-file FILE trusts a private CA)";
   } catch (const std::exception& e) {
     failure = e.what();
   }
@@ -624,7 +633,10 @@ asio::awaitable<int> run_command(Cli& cli) {
   init.client_version = std::string(harnessd::util::version);
   if (!cli.options.provider.empty()) init.provider = cli.options.provider;
   if (!cli.options.model.empty()) init.model = cli.options.model;
-  if (!cli.options.token.empty() && cli.options.connect.starts_with("tcp://")) init.auth_token = cli.options.token;
+  if (!cli.options.token.empty() &&
+      (cli.options.connect.starts_with("tcp://") || cli.options.connect.starts_with("tls://"))) {
+    init.auth_token = cli.options.token;
+  }
   if (cli.options.on_disconnect == "continue") init.on_disconnect = OnDisconnect::continue_running;
   if (cli.options.on_disconnect == "cancel") init.on_disconnect = OnDisconnect::cancel;
   try {
@@ -688,7 +700,8 @@ asio::awaitable<void> watch_signals(Cli& cli) {
 
 void add_connection_options(CLI::App* cmd, Options& o) {
   auto* connect = cmd->add_option("--connect", o.connect,
-                                  "Daemon to use: tcp://HOST:PORT or ws://HOST:PORT[/?access_token=TOKEN]");
+                                  "Daemon to use: tcp://HOST:PORT or ws://HOST:PORT[/?access_token=TOKEN], or over "
+                                  "TLS tls://HOST:PORT or wss://HOST:PORT[/?access_token=TOKEN]");
   auto* spawn = cmd->add_flag("--spawn", o.spawn,
                               "Start a private `harnessd --stdio` for this command (the default without --connect)");
   connect->excludes(spawn);
@@ -698,7 +711,16 @@ void add_connection_options(CLI::App* cmd, Options& o) {
   cmd->add_option("--daemon-arg", o.daemon_args,
                   "Extra argument for the spawned daemon, repeatable (e.g. --daemon-arg=--store --daemon-arg=memory)")
       ->allow_extra_args(false);
-  cmd->add_option("--token", o.token, "Auth token: initialize authToken on tcp://, ?access_token= on ws://");
+  cmd->add_option("--token", o.token,
+                  "Auth token: initialize authToken on tcp:// and tls://, ?access_token= on ws:// and wss://");
+  auto* ca_file = cmd->add_option("--ca-file", o.ca_file,
+                                  "PEM file of the CAs to trust for tls:// and wss:// instead of the system's "
+                                  "(e.g. the private CA of the daemon's certificate)")
+                      ->check(CLI::ExistingFile);
+  cmd->add_flag("--insecure", o.insecure,
+                "TESTING ONLY: do not verify the certificate of a tls:// or wss:// daemon "
+                "(anyone in the path can read and change the traffic)")
+      ->excludes(ca_file);
   cmd->add_flag("-v,--verbose", o.verbose, "Debug logs of the client (and info logs of a spawned daemon) on stderr");
 }
 
@@ -729,6 +751,7 @@ int main(int argc, char** argv) {
       "  harness prompt \"hello\"                          # spawn a private harnessd --stdio\n"
       "  harness prompt --connect tcp://127.0.0.1:7879 --session demo \"what next?\"\n"
       "  harness prompt --connect ws://127.0.0.1:7878 --json \"@chunks 3 4\"\n"
+      "  harness prompt --connect wss://daemon.example:7878 --ca-file ca.pem \"hi\"  # TLS, a private CA\n"
       "  harness prompt --spawn --harnessd ./build/harnessd --daemon-arg=--store --daemon-arg=memory hi\n"
       "  echo \"long question\" | harness prompt -          # read the prompt from stdin\n"
       "  harness chat --session demo                     # one line per turn; Ctrl-C cancels, Ctrl-D quits\n"

@@ -627,8 +627,9 @@ TEST_CASE("client: parse_server_url") {
     }
     return std::string("accepted");
   };
-  CHECK(refusal("127.0.0.1:80") == "\"127.0.0.1:80\" is not a URL: use tcp://HOST:PORT or ws://HOST:PORT");
-  CHECK(refusal("http://h:1") == "\"http://h:1\": scheme must be tcp or ws");
+  CHECK(refusal("127.0.0.1:80") ==
+        "\"127.0.0.1:80\" is not a URL: use tcp://HOST:PORT or ws://HOST:PORT or tls://HOST:PORT or wss://HOST:PORT");
+  CHECK(refusal("http://h:1") == "\"http://h:1\": scheme must be tcp or ws or tls or wss");
   CHECK(refusal("tcp://h") == "\"tcp://h\": missing :PORT");
   CHECK(refusal("tcp://:1") == "\"tcp://:1\": missing host");
   CHECK(refusal("tcp://h:99999") == "\"tcp://h:99999\": port must be 1..65535");
@@ -637,6 +638,43 @@ TEST_CASE("client: parse_server_url") {
   CHECK(refusal("tcp://h:1/x") == "\"tcp://h:1/x\": a tcp:// URL has no path");
   CHECK(refusal("tcp://h:1?x") == "\"tcp://h:1?x\": a tcp:// URL has no path");
   CHECK(refusal("ws://[::1]80") == "\"ws://[::1]80\": bad IPv6 form, use [ADDR]:PORT");
+  // TLS forms: tls:// like tcp://, wss:// like ws://.
+  harnessd::util::Url tls = parse_server_url("TLS://example.org:7879");
+  CHECK(tls.scheme == "tls");
+  CHECK(tls.host == "example.org");
+  CHECK(tls.port == 7879);
+  harnessd::util::Url wss = parse_server_url("wss://[::1]:7878/rpc?access_token=abc");
+  CHECK(wss.scheme == "wss");
+  CHECK(wss.host == "::1");
+  CHECK(wss.target() == "/rpc?access_token=abc");
+  CHECK(refusal("tls://h:1/x") == "\"tls://h:1/x\": a tls:// URL has no path");
+  CHECK(refusal("tls://h") == "\"tls://h\": missing :PORT");
+  CHECK(refusal("wss://h") == "\"wss://h\": missing :PORT");
+}
+
+TEST_CASE("client: TLS options are checked before connecting") {
+  // Port 1 is never reached: the CA file is read first.
+  ConnectOptions options;
+  options.ca_file = "/nonexistent/ca.pem";
+  for (const char* url : {"tls://127.0.0.1:1", "wss://127.0.0.1:1"}) {
+    try {
+      BlockingClient::connect(url, options);
+      FAIL("connected");
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find("cannot read CA file /nonexistent/ca.pem") != std::string::npos);
+    }
+  }
+  const auto empty = std::filesystem::temp_directory_path() / ("harness-empty-ca-" + std::to_string(::getpid()));
+  std::ofstream(empty) << "no certificate here\n";
+  options.ca_file = empty.string();
+  try {
+    BlockingClient::connect("tls://127.0.0.1:1", options);
+    FAIL("connected");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("holds no usable PEM certificate") != std::string::npos);
+  }
+  std::filesystem::remove(empty);
+  CHECK(make_error_code(errc::certificate_untrusted).message() == "the daemon's TLS certificate was not trusted");
 }
 
 // ---------------------------------------------------------------------------
@@ -940,4 +978,18 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
     CHECK(rest.events.front().at("seq") == 0);
   }
   std::filesystem::remove_all(root);
+}
+
+TEST_CASE("client: a tls:// URL on a plain NDJSON port fails its handshake with a ClientError") {
+  NetworkDaemon daemon("tcp");
+  std::string url = daemon.url();
+  url.replace(0, 3, "tls");
+  try {
+    BlockingClient::connect(url);
+    FAIL("connected");
+  } catch (const CertificateError&) {
+    FAIL("not a certificate problem");
+  } catch (const ClientError& e) {
+    CHECK(std::string(e.what()).find("TLS handshake with 127.0.0.1:") != std::string::npos);
+  }
 }

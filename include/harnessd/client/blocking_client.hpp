@@ -23,9 +23,12 @@ class BlockingClient {
  public:
   /// Starts `harnessd --stdio` (see spawn_stdio). Throws when it cannot start.
   static std::unique_ptr<BlockingClient> spawn(SpawnOptions options);
-  /// Connects to tcp://HOST:PORT or ws://HOST:PORT[/?access_token=...].
-  /// Throws std::invalid_argument or boost::system::system_error.
+  /// Connects to tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT[/?access_token=...]
+  /// or wss://... (see connect_url). Throws std::invalid_argument, ClientError
+  /// (CertificateError for an untrusted certificate) or boost::system::system_error.
   static std::unique_ptr<BlockingClient> connect(std::string url);
+  /// The same with `options` for tls:// and wss:// (a CA file, ...).
+  static std::unique_ptr<BlockingClient> connect(std::string url, ConnectOptions options);
 
   /// Closes gracefully (bounded) and joins the background thread.
   ~BlockingClient();

@@ -1,5 +1,6 @@
 // How a Client reaches a daemon: a spawned `harnessd --stdio` child over two
-// pipes, a TCP socket (NDJSON) or a WebSocket. The Client only sees whole
+// pipes, a TCP socket (NDJSON), a WebSocket, or either of the last two over
+// TLS. The Client only sees whole
 // frames; this header never includes Beast.
 #pragma once
 
@@ -68,20 +69,53 @@ struct SpawnOptions {
 std::unique_ptr<ClientTransport> spawn_stdio(const boost::asio::any_io_executor& executor,
                                              const SpawnOptions& options);
 
-/// Parses `tcp://HOST:PORT` or `ws://HOST:PORT[/PATH][?QUERY]`; for ws the
-/// upgrade request goes to url.target(). Throws std::invalid_argument with a
-/// message meant for the user.
+/// How a tls:// or wss:// connection checks the daemon's certificate
+/// (ignored for tcp:// and ws://). By default it must chain to the system's
+/// trust store and name the URL's host (a DNS name, or an IP address as an
+/// IP subjectAltName); TLS 1.2 is the minimum.
+struct ConnectOptions {
+  /// PEM file of the CA certificates to trust instead of the system's
+  /// (e.g. the private CA that signed the daemon's certificate). Empty: the
+  /// system trust store.
+  std::string ca_file;
+  /// Testing only: accept any certificate for any host. The connection is
+  /// still encrypted but anyone in the path can read and alter it.
+  bool insecure = false;
+};
+
+/// Parses `tcp://HOST:PORT`, `tls://HOST:PORT` (NDJSON over TLS),
+/// `ws://HOST:PORT[/PATH][?QUERY]` or `wss://HOST:PORT[/PATH][?QUERY]`
+/// (WebSocket over TLS); for ws and wss the upgrade request goes to
+/// url.target(). Throws std::invalid_argument with a message meant for the
+/// user.
 util::Url parse_server_url(std::string_view url);
 
-/// Connects to a tcp:// or ws:// URL. Throws boost::system::system_error when
-/// the connection or the WebSocket handshake fails.
+/// Connects to a tcp://, tls://, ws:// or wss:// URL. Throws
+/// std::invalid_argument for a bad URL or an unreadable options.ca_file,
+/// CertificateError when the daemon's certificate is not trusted, ClientError
+/// for another failed TLS handshake and boost::system::system_error when the
+/// connection or the WebSocket handshake fails.
+boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_url(boost::asio::any_io_executor executor,
+                                                                     std::string url, ConnectOptions options);
+
+/// connect_url() with the default ConnectOptions (the system trust store).
 boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_url(boost::asio::any_io_executor executor,
                                                                      std::string url);
 
 boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_tcp(boost::asio::any_io_executor executor,
                                                                      std::string host, std::uint16_t port);
 
-/// Defined in the one file that includes Beast.
+/// NDJSON over TLS (a tls:// daemon); errors as connect_url().
+boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_tls(boost::asio::any_io_executor executor,
+                                                                     std::string host, std::uint16_t port,
+                                                                     ConnectOptions options);
+
+/// A ws:// or (by url.scheme) wss:// URL; options apply to wss. Defined in
+/// the one file that includes Beast.
+boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(boost::asio::any_io_executor executor,
+                                                                           util::Url url, ConnectOptions options);
+
+/// connect_websocket() with the default ConnectOptions.
 boost::asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(boost::asio::any_io_executor executor,
                                                                            util::Url url);
 

@@ -1,6 +1,7 @@
 // The three ways a client call fails: the daemon answered with a JSON-RPC
 // error (RpcError), it answered something the protocol does not allow
-// (ProtocolError), or the connection is gone (TransportClosed). Each also
+// (ProtocolError), or the connection is gone (TransportClosed). Connecting
+// to a TLS daemon whose certificate is not trusted is a CertificateError. Each also
 // carries a std::error_code: the daemon's code in the harnessd.rpc category,
 // or a client::errc of the harnessd.client category.
 #pragma once
@@ -18,6 +19,7 @@ namespace harnessd::client {
 enum class errc {
   protocol_error = 1,  ///< the daemon's answer breaks the protocol
   transport_closed,    ///< the connection ended before the answer
+  certificate_untrusted,  ///< the daemon's TLS certificate failed verification
 };
 
 const std::error_category& client_category() noexcept;
@@ -68,6 +70,21 @@ class ProtocolError : public ClientError {
 class TransportClosed : public ClientError {
  public:
   explicit TransportClosed(std::string message) : ClientError(std::move(message), make_error_code(errc::transport_closed)) {}
+};
+
+/// A tls:// or wss:// daemon presented a certificate that failed
+/// verification (unknown CA, expired, issued for another host...): the
+/// message says so with OpenSSL's reason.
+class CertificateError : public ClientError {
+ public:
+  CertificateError(std::string message, long verify_result)
+      : ClientError(std::move(message), make_error_code(errc::certificate_untrusted)), verify_result_(verify_result) {}
+
+  /// OpenSSL's X509_V_ERR_* code.
+  long verify_result() const noexcept { return verify_result_; }
+
+ private:
+  long verify_result_;
 };
 
 }  // namespace harnessd::client
