@@ -43,8 +43,9 @@ TEST_CASE("bad listen URLs are refused with a message") {
     CHECK_THROWS_AS(parse_listen_url(bad), std::invalid_argument);
   }
   CHECK(refusal("127.0.0.1:80") ==
-        "listen address \"127.0.0.1:80\" must look like tcp://HOST:PORT or ws://HOST:PORT");
-  CHECK(refusal("http://127.0.0.1:80") == "listen address \"http://127.0.0.1:80\": scheme must be tcp or ws");
+        "listen address \"127.0.0.1:80\" must look like tcp://HOST:PORT or ws://HOST:PORT or tls://HOST:PORT or "
+        "wss://HOST:PORT");
+  CHECK(refusal("http://127.0.0.1:80") == "listen address \"http://127.0.0.1:80\": scheme must be tcp or ws or tls or wss");
   CHECK(refusal("tcp://127.0.0.1") == "listen address \"tcp://127.0.0.1\": missing :PORT");
   CHECK(refusal("tcp://:80") == "listen address \"tcp://:80\": missing host");
   CHECK(refusal("tcp://127.0.0.1:65536") == "listen address \"tcp://127.0.0.1:65536\": port must be 0..65535");
