@@ -12,7 +12,9 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -38,6 +40,55 @@ SESSION_BUSY = -32001
 NOT_INITIALIZED = -32002
 SHUTTING_DOWN = -32003
 UNAUTHORIZED = -32004
+
+
+# HARNESSD_TEST_TLS=1 runs the suites over TLS: every tcp:// listener a test
+# starts is tls://, every ws:// one wss://, with a throwaway CA made once per
+# process; connections from these helpers (and ws_client) speak TLS. Tests
+# keep their plain view of the URLs (tcp://, ws://).
+TLS_MODE = os.environ.get("HARNESSD_TEST_TLS") == "1"
+_tls_pki: Path | None = None
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_ca(d: Path, name: str) -> None:
+    """A self-signed EC CA: NAME.pem and NAME.key in d."""
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+            "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
+
+
+def make_server_cert(d: Path, ca: str, name: str) -> None:
+    """NAME.pem/NAME.key for 127.0.0.1 and localhost, signed by CA."""
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=harnessd",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
+            "-days", "2", "-extfile", "san.ext", "-out", f"{name}.pem", cwd=d)
+
+
+def suite_pki() -> Path:
+    """The TLS mode's CA (ca.pem) and server pair (server.pem, server.key)."""
+    global _tls_pki
+    if _tls_pki is None:
+        d = Path(tempfile.mkdtemp(prefix="harnessd-tls-"))
+        make_ca(d, "ca")
+        make_server_cert(d, "ca", "server")
+        _tls_pki = d
+    return _tls_pki
+
+
+def suite_tls_context() -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(suite_pki() / "ca.pem"))
+
+
+def tls_args(args: list[str]) -> list[str]:
+    """A daemon's arguments in TLS mode: tcp:// and ws:// listeners as tls:// and wss://."""
+    out = [a.replace("tcp://", "tls://", 1) if a.startswith("tcp://") else
+           a.replace("ws://", "wss://", 1) if a.startswith("ws://") else a for a in args]
+    return out + ["--tls-cert", str(suite_pki() / "server.pem"), "--tls-key", str(suite_pki() / "server.key")]
 
 
 def harnessd_bin() -> str:
@@ -368,6 +419,8 @@ class Daemon:
                 self.ready_file.unlink()
             cmd += ["--listen", "tcp://127.0.0.1:0", "--ready-file", str(self.ready_file)]
         cmd += list(args)
+        if TLS_MODE and not stdio:
+            cmd = tls_args(cmd)
         self.cmd = cmd
         proc_env = None
         if env is not None:
@@ -398,6 +451,8 @@ class Daemon:
             try:
                 data = json.loads(self.ready_file.read_text())
                 urls = data["listen"]
+                if TLS_MODE:  # the tests' plain view of the TLS listeners
+                    urls = [u.replace("tls://", "tcp://", 1).replace("wss://", "ws://", 1) for u in urls]
                 tcp = [u for u in urls if u.startswith("tcp://")]
                 if tcp:
                     self.listen = urls
@@ -509,11 +564,26 @@ class Daemon:
     def connect(self, timeout: float = DEFAULT_TIMEOUT) -> Conn:
         assert self.port is not None, "not a TCP daemon"
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        if TLS_MODE:
+            sock = suite_tls_context().wrap_socket(sock, server_hostname="127.0.0.1")
         sock.settimeout(0.5)  # recv polls; sendall is bounded by this per chunk
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         n = len(self.conns)
-        reader = FrameReader(sock.recv, f"tcp{n}")
         lock = threading.Lock()
+        recv = sock.recv
+        if TLS_MODE:
+            # One SSL object must not be used by two threads at once: the
+            # reader polls briefly under the writers' lock.
+            def recv(size: int) -> bytes:
+                with lock:
+                    sock.settimeout(0.02)
+                    try:
+                        return sock.recv(size)
+                    except ssl.SSLWantReadError:
+                        raise socket.timeout() from None
+                    finally:
+                        sock.settimeout(0.5)
+        reader = FrameReader(recv, f"tcp{n}")
 
         def write(data: bytes) -> None:
             deadline = time.monotonic() + 30

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 from test_harness_cli import cli_bin, describe, run_cli  # noqa: F401  (cli_bin fails clearly without a CLI)
-from test_tls import openssl, pki, tls_daemon  # noqa: F401  (pytest fixtures)
+from harnessd_helpers import openssl  # noqa: F401
+from test_tls import pki, tls_daemon  # noqa: F401  (pytest fixtures)
 
 HOST = "127.0.0.1"
 

@@ -157,8 +157,10 @@ def test_sigterm_idle_exits_zero(tcp_daemon):
     assert c.wait_eof(2)
 
 
-def test_sigterm_during_running_turn(tcp_daemon):
-    d = tcp_daemon
+def test_sigterm_during_running_turn(spawn):
+    # No drain: running turns are cancelled at once (the drain is
+    # test_operations.py's).
+    d = spawn(args=["--drain-timeout-ms", "0"])
     c = d.connect()
     c.initialize()
     p = c.prompt("T", "@delay 2000\n@chunks 3 1")

@@ -15,27 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harnessd_helpers import Conn, FrameReader, harnessd_bin, is_notification, result_of
+from harnessd_helpers import Conn, FrameReader, harnessd_bin, is_notification, make_ca, make_server_cert, result_of
 from ws_client import ws_conn
 
 HOST = "127.0.0.1"
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_ca(d: Path, name: str) -> None:
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-            "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
-
-
-def make_server_cert(d: Path, ca: str, name: str) -> None:
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=harnessd",
-            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
-            "-days", "2", "-extfile", "san.ext", "-out", f"{name}.pem", cwd=d)
 
 
 @pytest.fixture

@@ -207,6 +207,9 @@ class WSClient:
         """tls: connect with wss://, verified by this context (server name: host)."""
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is None:
+            from harnessd_helpers import TLS_MODE, suite_tls_context
+            tls = suite_tls_context() if TLS_MODE else None
         if tls is not None:
             try:
                 sock = tls.wrap_socket(sock, server_hostname=host)
