@@ -291,8 +291,9 @@ def test_subscribers_follow_prompts_from_a_third_connection(daemon, transport):
     third.initialize()
     resp, events = third.run_prompt("shared", "@chunks 30 8")
     assert result_of(resp)["status"] == "ok"
-    for s in subs + [owner]:
-        wait_turn_end(s, "shared")
+    last = events[-1]["seq"]
+    for s in subs + [owner]:  # the owner has its own earlier turn/end: wait for this turn's
+        s.reader.wait(lambda s=s: any(e["seq"] == last for e in s.session_events("shared")), 10)
     assert events_of(subs[0], "shared") == events
     assert events_of(subs[1], "shared") == events
     owner_events = events_of(owner, "shared")
