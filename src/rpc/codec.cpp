@@ -71,10 +71,10 @@ Decoded decode_frame(std::string_view frame) {
 }
 
 std::string encode_result(const json::value& id, const json::value& result) {
-  return encode_result(id, std::string_view(json::serialize(result)));
+  return encode_result_json(id, json::serialize(result));
 }
 
-std::string encode_result(const json::value& id, std::string_view result_json) {
+std::string encode_result_json(const json::value& id, std::string_view result_json) {
   std::string out = R"({"jsonrpc":"2.0","id":)";
   out += json::serialize(id);
   out += R"(,"result":)";

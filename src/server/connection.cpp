@@ -222,7 +222,7 @@ asio::awaitable<void> Connection::handle(rpc::Request request) {
   int code = 0;
   try {
     const std::string result = co_await call(spec, request);
-    reply = rpc::encode_result(request.id, std::string_view(result));
+    reply = rpc::encode_result_json(request.id, result);
   } catch (const RpcError& e) {
     code = static_cast<int>(e.code());
     reply = rpc::encode_error({request.id, e.code(), e.what(), e.data()});

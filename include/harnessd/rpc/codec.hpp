@@ -42,7 +42,7 @@ Decoded decode_frame(std::string_view frame);
 /// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`
 std::string encode_result(const boost::json::value& id, const boost::json::value& result);
 /// The same with RESULT already serialized (valid JSON, copied as it is).
-std::string encode_result(const boost::json::value& id, std::string_view result_json);
+std::string encode_result_json(const boost::json::value& id, std::string_view result_json);
 
 /// `{"jsonrpc":"2.0","id":ID,"error":{"code","message","data"?}}`
 std::string encode_error(const ErrorReply& error);
