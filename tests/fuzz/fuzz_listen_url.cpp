@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t siz
     FUZZ_CHECK(std::string_view(e.what()).starts_with("listen address"));
     return 0;
   }
-  FUZZ_CHECK(url.scheme == "tcp" || url.scheme == "ws");
+  FUZZ_CHECK(url.scheme == "tcp" || url.scheme == "ws" || url.scheme == "tls" || url.scheme == "wss");
   FUZZ_CHECK(!url.host.empty());
   FUZZ_CHECK(url.host.find_first_of("[]/?#@") == std::string::npos);
   FUZZ_CHECK(url.path.empty() || url.path == "/");
