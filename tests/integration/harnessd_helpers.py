@@ -570,12 +570,15 @@ class Daemon:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         n = len(self.conns)
         lock = threading.Lock()
+        closed = threading.Event()
         recv = sock.recv
         if TLS_MODE:
             # One SSL object must not be used by two threads at once: the
             # reader polls briefly under the writers' lock.
             def recv(size: int) -> bytes:
                 with lock:
+                    if closed.is_set():
+                        return b""  # closed: SSLSocket.shutdown dropped the TLS layer
                     sock.settimeout(0.02)
                     try:
                         return sock.recv(size)
@@ -599,12 +602,15 @@ class Daemon:
                     view = view[sent:]
 
         def close() -> None:
-            reader.stopped = True
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+            # Under the lock: once SSLSocket.shutdown runs, a recv would read raw TLS records.
+            with lock:
+                closed.set()
+                reader.stopped = True
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
 
         conn = Conn(f"tcp#{n}", reader, write, close, self.diag)
         self.conns.append(conn)
