@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harnessd_helpers import (INVALID_PARAMS, SESSION_BUSY, check_contiguous, error_of, is_notification,
-                              is_response, log_path, read_log, result_of, wait_for_log)
+from harnessd_helpers import (INVALID_PARAMS, SESSION_BUSY, TLS_MODE, check_contiguous, error_of, is_notification,
+                              is_response, log_path, read_log, result_of, suite_tls_context, wait_for_log)
 from ws_client import ws_conn
 
 LONG_TURN = "@chunks 200 8\n@delay 5"  # about a second of streaming
@@ -157,7 +157,10 @@ def _metrics(d) -> str:
     if not ws:
         return ""
     host, port = ws[0][len("ws://"):].rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    if TLS_MODE:
+        conn = http.client.HTTPSConnection(host, int(port), timeout=5, context=suite_tls_context())
+    else:
+        conn = http.client.HTTPConnection(host, int(port), timeout=5)
     conn.request("GET", "/metrics")
     return conn.getresponse().read().decode()
 
@@ -329,6 +332,8 @@ def test_a_subscriber_that_does_not_read_is_cut_without_slowing_the_turn(spawn):
     # A raw subscriber that never reads after subscribing.
     sock = socket.create_connection(("127.0.0.1", d.port))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    if TLS_MODE:
+        sock = suite_tls_context().wrap_socket(sock, server_hostname="127.0.0.1")
     sock.sendall(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n'
                  b'{"jsonrpc":"2.0","id":2,"method":"session/subscribe","params":{"sessionId":"big"}}\n')
     time.sleep(0.3)

@@ -14,15 +14,18 @@ import time
 
 import pytest
 
-from harnessd_helpers import (INVALID_REQUEST, SERVER_NAME, SESSION_BUSY, UNAUTHORIZED, METHODS, _die_with_parent,
+from harnessd_helpers import (INVALID_REQUEST, METHODS, SERVER_NAME, SESSION_BUSY, TLS_MODE, UNAUTHORIZED, _die_with_parent,
                               check_turn, chunk_bytes, encode, error_of, final_text, harnessd_bin, is_notification,
-                              is_response, make_request, prompt_params, result_of, text_deltas)
+                              is_response, make_request, prompt_params, result_of, suite_tls_context, text_deltas,
+                              tls_args)
 from ws_client import (CLOSE_NORMAL, CLOSE_TOO_BIG, CLOSE_UNSUPPORTED_DATA, OP_BINARY, OP_CLOSE, OP_TEXT,
                        HandshakeRefused, WSClient, WSClosed, accept_key, ws_conn)
 
 OK = {"status": "ok", "reason": {"kind": "completed"}}
 ABORTED = {"status": "aborted", "reason": {"kind": "aborted", "reason": "cancelled"}}
 HOST = "127.0.0.1"
+# The page origin that is same-origin with the listener, and the other scheme.
+PAGE_SCHEME, OTHER_SCHEME = ("https", "http") if TLS_MODE else ("http", "https")
 
 
 # ---------------------------------------------------------------------------
@@ -56,7 +59,10 @@ def refused(d, path: str = "/", **kw) -> HandshakeRefused:
 
 def http_request(port: int, path: str, method: str = "GET", headers: dict | None = None,
                  body: bytes | None = None, timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    if TLS_MODE:
+        conn = http.client.HTTPSConnection(HOST, port, timeout=timeout, context=suite_tls_context())
+    else:
+        conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()
@@ -181,8 +187,9 @@ def test_ready_file_lists_ws_listener(tmp_path):
     """`--listen ws://127.0.0.1:0 --ready-file F` alone: F is {"listen":["ws://127.0.0.1:PORT"]}."""
     ready = tmp_path / "ready.json"
     with open(tmp_path / "stderr", "wb") as err:
-        proc = subprocess.Popen([harnessd_bin(), "--session-root", str(tmp_path / "s"), "--threads", "2",
-                                 "--listen", "ws://127.0.0.1:0", "--ready-file", str(ready)],
+        cmd = [harnessd_bin(), "--session-root", str(tmp_path / "s"), "--threads", "2",
+               "--listen", "ws://127.0.0.1:0", "--ready-file", str(ready)]
+        proc = subprocess.Popen(tls_args(cmd) if TLS_MODE else cmd,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                 cwd=str(tmp_path), preexec_fn=_die_with_parent)
     try:
@@ -196,7 +203,8 @@ def test_ready_file_lists_ws_listener(tmp_path):
                 time.sleep(0.01)
         assert data is not None, f"no ready file; rc={proc.poll()} stderr={(tmp_path / 'stderr').read_text()}"
         assert set(data) == {"listen"} and len(data["listen"]) == 1, data
-        m = re.fullmatch(r"ws://127\.0\.0\.1:(\d+)", data["listen"][0])
+        m = re.fullmatch(r"wss?://127\.0\.0\.1:(\d+)", data["listen"][0])
+        assert data["listen"][0].startswith("wss://" if TLS_MODE else "ws://"), data
         assert m and 0 < int(m.group(1)) < 65536, data
         status, _, body = http_request(int(m.group(1)), "/healthz")
         assert status == 200 and json.loads(body)["status"] == "ok"
@@ -396,19 +404,20 @@ def test_origin_checks(spawn):
     assert r.body.strip(), "403 without a text body"
     assert r.headers.get("content-type", "").startswith("text/"), r.headers
     r.body.decode("utf-8")
-    # same origin (http://HOST, HOST = the Host header) and no Origin are allowed
-    same = connect_raw(d, origin=f"http://{HOST}:{d.ws_port}")
+    # same origin (http://HOST, https://HOST over wss; HOST = the Host header) and no Origin are allowed
+    same = connect_raw(d, origin=f"{PAGE_SCHEME}://{HOST}:{d.ws_port}")
     same.close()
     none = connect_raw(d)
     none.close()
 
 
-@pytest.mark.parametrize("origin", ["https://{host}:{port}", "http://{host}:1", "http://{host}",
-                                    "http://localhost:{port}"])
+@pytest.mark.parametrize("origin", ["{other}://{host}:{port}", "{page}://{host}:1", "{page}://{host}",
+                                    "{page}://localhost:{port}"])
 def test_origin_same_host_other_origin_refused(spawn, origin):
-    """Only Origin == http://HOST (HOST = the Host header, port included) is same-origin."""
+    """Only Origin == http://HOST (https://HOST over wss; HOST = the Host header, port included)
+    is same-origin."""
     d = ws_daemon(spawn)
-    o = origin.format(host=HOST, port=d.ws_port)
+    o = origin.format(page=PAGE_SCHEME, other=OTHER_SCHEME, host=HOST, port=d.ws_port)
     r = refused(d, origin=o)
     assert r.status == 403, r
 

@@ -188,7 +188,10 @@ class WSClient:
         self.response = response
         self.auto_pong = auto_pong
         self._buf = bytearray(rest)
+        # Sends from test threads; over TLS also every read, because one SSL
+        # object must never be read and written by two threads at once.
         self._send_lock = threading.Lock()
+        self._tls = isinstance(sock, ssl.SSLSocket)
         self._frag_opcode: int | None = None
         self._frag_parts: list[bytes] = []
         self.pings: list[tuple[float, bytes]] = []   # (monotonic time, payload)
@@ -306,12 +309,43 @@ class WSClient:
         """Best-effort close handshake start, then drop the socket."""
         if not self.eof:
             self.send_close()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        self.eof = True
+        with self._send_lock:  # a TLS read in flight finishes first
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.sock.close()
+            self.eof = True
+
+    def _recv(self, deadline: float) -> bytes:
+        """One read bounded by `deadline`; b'' on EOF. Over TLS the read itself runs
+        under the send lock with a short timeout, so a writer waits at most that long."""
+        if not self._tls:
+            return _recv_until(self.sock, deadline)
+        while True:
+            with self._send_lock:  # decrypted bytes that select() cannot see
+                if self.sock.fileno() >= 0 and self.sock.pending() > 0:
+                    return self.sock.recv(1 << 16)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("timed out reading from the server")
+            try:
+                select.select([self.sock], [], [], min(left, 0.05))
+            except (OSError, ValueError):
+                return b""  # socket closed under us
+            with self._send_lock:
+                if self.sock.fileno() < 0:
+                    return b""
+                self.sock.settimeout(0.02)
+                try:
+                    return self.sock.recv(1 << 16)
+                except (ssl.SSLWantReadError, socket.timeout, TimeoutError):
+                    pass  # nothing, or a TLS record not complete yet
+                except OSError:
+                    return b""
+                finally:
+                    if self.sock.fileno() >= 0:
+                        self.sock.settimeout(SEND_TIMEOUT)
 
     # -- receiving --------------------------------------------------------
     def _parse_frame(self) -> tuple[bool, int, bytes] | None:
@@ -364,7 +398,7 @@ class WSClient:
             if self.eof:
                 raise WSClosed(f"EOF with {len(self._buf)} bytes of an incomplete frame"
                                if self._buf else "EOF")
-            chunk = _recv_until(self.sock, deadline)
+            chunk = self._recv(deadline)
             if not chunk:
                 self.eof = True
                 continue
@@ -436,7 +470,7 @@ class WSClient:
         deadline = time.monotonic() + timeout
         while not self.eof:
             try:
-                chunk = _recv_until(self.sock, deadline)
+                chunk = self._recv(deadline)
             except TimeoutError:
                 return False
             if not chunk:
