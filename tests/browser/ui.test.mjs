@@ -9,11 +9,13 @@
 // BROWSER_TEST_WEB (auto, the default: serve web/ from disk when the daemon's
 // embedded copy differs; disk; daemon), BROWSER_TEST_PEER=node (use
 // bench/peers/node-reference with --static web/ instead), CHROMIUM (default
-// /usr/bin/chromium), SCREENSHOT_DIR (default tests/browser/out/).
+// /usr/bin/chromium), SCREENSHOT_DIR (default tests/browser/out/),
+// HARNESSD_PYTHON (Python 3 with pytest, default /usr/bin/python3).
 //
 // One test starts a second harnessd with a wss:// listener and a certificate
 // it makes with the openssl CLI, and opens the UI over https in a browser
-// that trusts exactly that certificate's key.
+// that trusts exactly that certificate's key. Another puts a harnessd behind
+// Debian's nginx with deploy/nginx/harnessd.conf (tests/deploy/nginx_stack.py).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -731,6 +733,103 @@ test('over https the page connects with wss and streams @chunks 20 8', { skip: t
   } finally {
     await tlsBrowser.close().catch(() => {});
     await stopTlsServer();
+  }
+});
+
+// ---- the UI behind nginx (deploy/nginx/harnessd.conf) --------------------------
+
+const hasNginx = ['/usr/sbin/nginx', '/usr/bin/nginx'].some((p) => fs.existsSync(p));
+const nginxSkipReason = tlsSkipReason
+  || (!hasNginx ? 'needs nginx (scripts/install-deps.sh installs it)' : false);
+
+/**
+ * tests/deploy/nginx_stack.py: harnessd (default store) behind nginx, which
+ * terminates TLS. Resolves to { url, origin, spki, stop }.
+ */
+async function startNginxStack() {
+  const python = process.env.HARNESSD_PYTHON || '/usr/bin/python3';  // the one with pytest
+  const proc = spawn(python, [path.join(repo, 'tests', 'deploy', 'nginx_stack.py')], {
+    cwd: repo,
+    env: { ...process.env, HARNESSD_BIN: path.resolve(harnessdBin) },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let log = '';
+  proc.stderr.on('data', (d) => { log += d; });
+  const info = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`nginx stack not up after 30 s:\n${log}`)), 30000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      if (out.includes('\n')) {
+        clearTimeout(timer);
+        resolve(JSON.parse(out.slice(0, out.indexOf('\n'))));
+      }
+    });
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`nginx stack exited ${code}:\n${log}`)); });
+  });
+  const stop = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return log;
+    const gone = new Promise((r) => proc.once('exit', r));
+    proc.stdin.end();
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 15000);
+    await gone;
+    clearTimeout(timer);
+    return log;
+  };
+  return { ...info, stop };
+}
+
+test('behind nginx the page streams over wss and a reload mid-turn follows the turn', { skip: nginxSkipReason, timeout: 90000 }, async (t) => {
+  if (needsHistory(t)) return;
+  const stack = await startNginxStack();
+  const proxyBrowser = await chromium.launch({
+    executablePath: chromiumBin,
+    headless: true,
+    args: [...CHROMIUM_ARGS, `--ignore-certificate-errors-spki-list=${stack.spki}`],
+  });
+  try {
+    const ctx = await proxyBrowser.newContext({ viewport: { width: 1280, height: 860 } });
+    if (fromDisk) await routeWebFromDisk(ctx, stack.origin);
+    const page = await ctx.newPage();
+    page.setDefaultTimeout(15000);
+    const errors = [];
+    page.on('pageerror', (err) => errors.push(String(err)));
+    page.on('console', (msg) => { if (msg.type() === 'error') errors.push(`console: ${msg.text()}`); });
+    const sockets = [];
+    page.on('websocket', (ws) => sockets.push(ws.url()));
+
+    const res = await page.goto(stack.url);
+    assert.equal(res.status(), 200, `GET ${stack.url}`);
+    await page.waitForSelector('#status[data-state="connected"]');
+    assert.deepEqual(sockets, [`wss://${new URL(stack.url).host}/`], 'the page\'s WebSocket goes through the proxy');
+
+    await newSession(page);
+    await sendPrompt(page, '@chunks 20 8');
+    assert.equal(await lastTurnSettled(page), 'ok');
+    assert.equal(await lastTurnText(page), chunksText(20, 8));
+
+    // A reload mid-turn: the new page reads the log and re-attaches through the proxy.
+    await sendPrompt(page, '@delay 8\n@chunks 300 8');
+    await page.waitForFunction(() => {
+      const turns = document.querySelectorAll('[data-testid="turn"]');
+      return turns.length === 2 && turns[1].textContent.includes('dddd');
+    });
+    await page.reload();
+    await page.waitForSelector('#status[data-state="connected"]');
+    await page.waitForSelector('[data-testid="turn"][data-phase="running"]');
+    assert.equal(await lastTurnSettled(page), 'ok');
+    assert.equal(await lastTurnText(page), chunksText(300, 8), 'every chunk once, in order');
+    assert.equal(await turnCount(page), 2);
+    assert.equal(await page.isHidden('#error-banner'), true);
+    await page.screenshot({ path: path.join(screenshotDir, 'ui-nginx.png') });
+    assert.deepEqual(errors, []);
+  } catch (err) {
+    await proxyBrowser.close().catch(() => {});
+    err.message += `\n--- harnessd and nginx ---\n${await stack.stop()}`;
+    throw err;
+  } finally {
+    await proxyBrowser.close().catch(() => {});
+    await stack.stop();
   }
 });
 

@@ -25,7 +25,7 @@ SCHEMES = ("ws", "wss", "tcp", "tls")
 
 
 def harnessd_bin() -> str:
-    path = os.environ.get("HARNESSD_BIN") or str(REPO_ROOT / "build" / "harnessd")
+    path = os.path.abspath(os.environ.get("HARNESSD_BIN") or str(REPO_ROOT / "build" / "harnessd"))
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise SystemExit(f"harnessd binary not found or not executable: {path!r} "
                          f"(build it first, or point HARNESSD_BIN at it)")

@@ -1,8 +1,9 @@
 """deploy/nginx/harnessd.conf in front of a real harnessd: Debian's nginx,
 started unprivileged from a throwaway prefix, terminates TLS with a
 certificate from a throwaway CA (openssl CLI) and proxies to harnessd's
-ws:// listener. Checked through the proxy: /healthz, the web UI, a whole
-turn over wss:// (Origin allowed by --allow-origin), a foreign Origin
+ws:// listener (the stack is tests/deploy/nginx_stack.py). Checked through
+the proxy: /healthz, the web UI, a whole turn over wss:// (Origin allowed by
+--allow-origin), the WebSocket ordering guarantees, a foreign Origin
 refused, /metrics only from the allowed address, the redirect from http,
 and an access log without the query string (where the UI puts its token).
 
@@ -11,57 +12,22 @@ skips, when they are missing."""
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
-import os
-import pwd
 import re
 import shutil
-import signal
-import socket
-import ssl
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from deploy_common import DEPLOY, default, harnessd_bin, import_integration_helpers, make_certificates
+from deploy_common import default, import_integration_helpers
+from nginx_stack import CONF, HOST, OTHER_HOST, TIMEOUT, Stack
 
 import_integration_helpers()
-from harnessd_helpers import _die_with_parent, check_turn, chunk_bytes, final_text, text_deltas  # noqa: E402
-from ws_client import OP_PONG, OP_TEXT, HandshakeRefused, WSClient, WSClosed, accept_key, parse_http_head  # noqa: E402
-
-CONF = DEPLOY / "nginx" / "harnessd.conf"
-PLACEHOLDERS = {"SERVER_NAME", "HTTPS_PORT", "HTTP_PORT", "TLS_CERT", "TLS_KEY", "UPSTREAM", "METRICS_ALLOW", "LOG_DIR"}
-HOST = "127.0.0.1"
-OTHER_HOST = "127.0.0.2"   # also loopback on Linux: a client outside the /metrics allow list
-TIMEOUT = 10.0
-
-
-def tool(name: str) -> str:
-    path = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
-    if path is None:
-        pytest.fail(f"{name} is not installed (scripts/install-deps.sh installs it)", pytrace=False)
-    return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def render(values: dict[str, str]) -> str:
-    text = CONF.read_text()
-    found = set(re.findall(r"@([A-Z_]+)@", text))
-    assert found == PLACEHOLDERS, f"placeholders of {CONF}: {sorted(found)}, expected {sorted(PLACEHOLDERS)}"
-    for name, value in values.items():
-        text = text.replace(f"@{name}@", value)
-    return text
-
+from harnessd_helpers import check_turn, chunk_bytes, final_text, text_deltas  # noqa: E402
+from ws_client import OP_PONG, OP_TEXT, HandshakeRefused, WSClient  # noqa: E402
 
 def conf_seconds(text: str, directive: str) -> list[int]:
     """Values of `directive Ns;` (s or m suffix, or none)."""
@@ -71,231 +37,21 @@ def conf_seconds(text: str, directive: str) -> list[int]:
     return out
 
 
-class Stack:
-    """harnessd + nginx; everything under one temporary directory."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.https_port = free_port()
-        self.http_port = free_port()
-        self.origin = f"https://localhost:{self.https_port}"
-        self.procs: list[subprocess.Popen] = []
-
-        # harnessd, plain ws:// on a free port; the page origin behind the proxy is allowed
-        (root / "sessions").mkdir()
-        self.ready = root / "ready.json"
-        self.harnessd_log = root / "harnessd.stderr"
-        self.harnessd = subprocess.Popen(
-            [harnessd_bin(), "--listen", f"ws://{HOST}:0", "--ready-file", str(self.ready),
-             "--session-root", str(root / "sessions"), "--threads", "2", "--allow-origin", self.origin],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(self.harnessd_log, "wb"),
-            cwd=root, preexec_fn=_die_with_parent)
-        self.procs.append(self.harnessd)
-        self.upstream = self._wait_ready()
-
-        # nginx, from its own prefix, as an unprivileged user
-        self.prefix = Path(tempfile.mkdtemp(prefix="harnessd-nginx-"))
-        os.chmod(self.prefix, 0o755)
-        for sub in ("conf", "logs", "tmp", "certs"):
-            (self.prefix / sub).mkdir()
-        make_certificates(self.prefix / "certs")
-        self.ca = self.prefix / "certs" / "ca.pem"
-        site = render({
-            "SERVER_NAME": "localhost",
-            "HTTPS_PORT": f"{HOST}:{self.https_port}",
-            "HTTP_PORT": f"{HOST}:{self.http_port}",
-            "TLS_CERT": str(self.prefix / "certs" / "server.pem"),
-            "TLS_KEY": str(self.prefix / "certs" / "server.key"),
-            "UPSTREAM": self.upstream,
-            "METRICS_ALLOW": HOST,
-            "LOG_DIR": str(self.prefix / "logs"),
-        })
-        assert "@" not in re.sub(r"#.*", "", site), "a placeholder was left unreplaced"
-        (self.prefix / "conf" / "harnessd.conf").write_text(site)
-        tmp = self.prefix / "tmp"
-        (self.prefix / "conf" / "nginx.conf").write_text(f"""
-worker_processes 1;
-error_log {self.prefix}/logs/error.log info;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    include {self.prefix}/conf/harnessd.conf;
-}}
-""")
-        self.error_log = self.prefix / "logs" / "error.log"
-        self.access_log = self.prefix / "logs" / "harnessd.access.log"
-        preexec = _die_with_parent
-        if os.geteuid() == 0:
-            # Root (CI): run nginx as nobody, owning its prefix, so no privilege is involved.
-            nobody = pwd.getpwnam("nobody")
-            for path in [self.prefix, *self.prefix.rglob("*")]:
-                os.chown(path, nobody.pw_uid, nobody.pw_gid)
-
-            def preexec() -> None:
-                _die_with_parent()
-                os.setgroups([])
-                os.setgid(nobody.pw_gid)
-                os.setuid(nobody.pw_uid)
-        self.nginx_cmd = [tool("nginx"), "-p", str(self.prefix), "-e", str(self.error_log),
-                          "-c", str(self.prefix / "conf" / "nginx.conf"),
-                          "-g", f"daemon off; pid {self.prefix}/nginx.pid;"]
-        check = subprocess.run([*self.nginx_cmd, "-t"], capture_output=True, text=True, timeout=30, preexec_fn=preexec)
-        assert check.returncode == 0, f"nginx -t refused the rendered configuration:\n{check.stderr}"
-        self.nginx = subprocess.Popen(self.nginx_cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.STDOUT, preexec_fn=preexec)
-        self.procs.append(self.nginx)
-        self._wait_port(self.https_port, self.nginx, "nginx")
-
-    def _wait_ready(self) -> str:
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            if self.harnessd.poll() is not None:
-                raise AssertionError(f"harnessd exited {self.harnessd.returncode}:\n{self.diag()}")
-            try:
-                urls = json.loads(self.ready.read_text())["listen"]
-                return next(u for u in urls if u.startswith("ws://"))[len("ws://"):]
-            except (OSError, ValueError, KeyError, StopIteration):
-                time.sleep(0.02)
-        raise AssertionError(f"harnessd wrote no ready file within {TIMEOUT}s:\n{self.diag()}")
-
-    def _wait_port(self, port: int, proc: subprocess.Popen, name: str) -> None:
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"{name} exited {proc.returncode}:\n{self.diag()}")
-            try:
-                socket.create_connection((HOST, port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"{name} is not listening on {port} after {TIMEOUT}s:\n{self.diag()}")
-
-    def diag(self) -> str:
-        parts = []
-        for name, path in (("harnessd stderr", self.harnessd_log),
-                           ("nginx error log", getattr(self, "error_log", None))):
-            if path is not None and path.exists():
-                parts.append(f"--- {name} ---\n{path.read_text(errors='replace')[-3000:]}")
-        return "\n".join(parts)
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-        shutil.rmtree(self.prefix, ignore_errors=True)
-
-    # -- clients ------------------------------------------------------------
-    def tls_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.ca))
-
-    def https(self, path: str, method: str = "GET", source: str = HOST) -> tuple[int, dict[str, str], bytes]:
-        conn = http.client.HTTPSConnection("localhost", self.https_port, context=self.tls_context(),
-                                           timeout=TIMEOUT, source_address=(source, 0))
-        # "localhost" names the certificate; the connection goes to 127.0.0.1
-        conn.sock = self.tls_context().wrap_socket(
-            socket.create_connection((HOST, self.https_port), TIMEOUT, source_address=(source, 0)),
-            server_hostname="localhost")
-        try:
-            conn.request(method, path)
-            resp = conn.getresponse()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-        finally:
-            conn.close()
-
-    def wss(self, path: str = "/", origin: str | None = None) -> "TLSWebSocket":
-        return TLSWebSocket.connect(self, path, origin=origin)
+def request(ws: WSClient, rid: int, method: str, params: dict) -> None:
+    ws.send_text(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
 
 
-class TLSWebSocket(WSClient):
-    """ws_client.WSClient over a TLS socket. Its reads wait in select(), which
-    cannot see bytes OpenSSL has already decrypted, so this client reads with
-    the socket's own timeout instead."""
-
-    @classmethod
-    def connect(cls, stack: Stack, path: str = "/", *, origin: str | None = None) -> "TLSWebSocket":
-        raw = socket.create_connection((HOST, stack.https_port), timeout=TIMEOUT)
-        sock = stack.tls_context().wrap_socket(raw, server_hostname="localhost")
-        key = base64.b64encode(os.urandom(16)).decode("ascii")
-        lines = [f"GET {path} HTTP/1.1", f"Host: localhost:{stack.https_port}", "Upgrade: websocket",
-                 "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
-        if origin is not None:
-            lines.append(f"Origin: {origin}")
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("ascii"))
-        buf = b""
-        deadline = time.monotonic() + TIMEOUT
-        while b"\r\n\r\n" not in buf:
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
-            chunk = sock.recv(1 << 16)
-            if not chunk:
-                raise AssertionError(f"connection closed during the upgrade: {buf[:300]!r}\n{stack.diag()}")
-            buf += chunk
-        head, rest = buf.split(b"\r\n\r\n", 1)
-        status, reason, headers = parse_http_head(head)
-        if status != 101:
-            length = int(headers.get("content-length", "0"))
-            while len(rest) < length:
-                chunk = sock.recv(1 << 16)
-                if not chunk:
-                    break
-                rest += chunk
-            sock.close()
-            raise HandshakeRefused(status, reason, headers, rest[:length])
-        assert headers.get("upgrade", "").lower() == "websocket", headers
-        assert headers.get("sec-websocket-accept") == accept_key(key), headers
-        return cls(sock, rest)
-
-    def recv_frame(self, timeout: float = 5.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            frame = self._parse_frame()
-            if frame is not None:
-                return frame
-            if self.eof:
-                raise WSClosed("EOF")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("timed out reading from the server")
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(1 << 16)
-            except (socket.timeout, TimeoutError):
-                raise TimeoutError("timed out reading from the server") from None
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self.eof = True
-            else:
-                self._buf += chunk
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.settimeout(TIMEOUT)
-        self.sock.sendall(data)
-
-    def request(self, rid: int, method: str, params: dict) -> None:
-        self.send_text(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
-
-    def until_response(self, rid: int) -> tuple[list[dict], dict]:
-        """Messages before the response to rid, and the response."""
-        before = []
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            msg = self.recv_message(max(0.01, deadline - time.monotonic()))
-            assert msg.opcode == OP_TEXT, f"unexpected message {msg}"
-            obj = json.loads(msg.payload)
-            if obj.get("id") == rid and "method" not in obj:
-                return before, obj
-            before.append(obj)
+def until_response(ws: WSClient, rid: int) -> tuple[list[dict], dict]:
+    """Messages before the response to rid, and the response."""
+    before = []
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        msg = ws.recv_message(max(0.01, deadline - time.monotonic()))
+        assert msg.opcode == OP_TEXT, f"unexpected message {msg}"
+        obj = json.loads(msg.payload)
+        if obj.get("id") == rid and "method" not in obj:
+            return before, obj
+        before.append(obj)
 
 
 @pytest.fixture(scope="module")
@@ -335,12 +91,12 @@ def test_web_ui_through_nginx(stack):
 def test_turn_over_wss_through_nginx(stack):
     ws = stack.wss("/", origin=stack.origin)
     try:
-        ws.request(1, "initialize", {"clientInfo": {"name": "deploy-test", "version": "1"}, "protocolVersion": 1})
-        before, resp = ws.until_response(1)
+        request(ws, 1, "initialize", {"clientInfo": {"name": "deploy-test", "version": "1"}, "protocolVersion": 1})
+        before, resp = until_response(ws, 1)
         assert not before and "result" in resp, (before, resp)
-        ws.request(2, "session/prompt", {"sessionId": "via-nginx",
+        request(ws, 2, "session/prompt", {"sessionId": "via-nginx",
                                          "contentBlocks": [{"type": "text", "text": "@chunks 20 8"}]})
-        before, resp = ws.until_response(2)
+        before, resp = until_response(ws, 2)
         assert resp.get("result") == {"status": "ok", "reason": {"kind": "completed"}}, resp
         assert all(o.get("method") == "session.event" for o in before), before[:3]
         events = [o["params"]["event"] for o in before if o["params"]["sessionId"] == "via-nginx"]
@@ -355,6 +111,70 @@ def test_turn_over_wss_through_nginx(stack):
         assert (opcode, payload) == (OP_PONG, b"through-nginx"), (opcode, payload)
     finally:
         ws.close()
+
+
+def _read_until(ws: WSClient, done, timeout: float = 30.0) -> list[dict]:
+    """Every message (parsed) up to and including the first for which done(messages) holds."""
+    out: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while not (out and done(out)):
+        msg = ws.recv_message(max(0.01, deadline - time.monotonic()))
+        assert msg.opcode == OP_TEXT, f"unexpected message {msg}"
+        out.append(json.loads(msg.payload))
+    return out
+
+
+def _events(messages: list[dict], session: str) -> list[dict]:
+    return [m["params"]["event"] for m in messages
+            if m.get("method") == "session.event" and m["params"]["sessionId"] == session]
+
+
+def _response_index(messages: list[dict], rid: int) -> int:
+    return next(i for i, m in enumerate(messages) if m.get("id") == rid and "method" not in m)
+
+
+def test_ws_ordering_through_nginx(stack):
+    """Two turns interleaved on one connection, a follower subscribed mid-turn on
+    another, and a cancel: the proxy keeps every ordering guarantee."""
+    init = {"clientInfo": {"name": "deploy-test", "version": "1"}, "protocolVersion": 1}
+    paced = "@chunks 60 8\n@delay 5"
+    a = stack.wss("/", origin=stack.origin)
+    b = stack.wss("/", origin=stack.origin)
+    try:
+        request(a, 1, "initialize", init)
+        request(b, 1, "initialize", init)
+        until_response(a, 1)
+        until_response(b, 1)
+        for rid, session in ((2, "order-1"), (3, "order-2")):
+            request(a, rid, "session/prompt", {"sessionId": session, "contentBlocks": [{"type": "text", "text": paced}]})
+        seen_a = _read_until(a, lambda ms: len(_events(ms, "order-1")) >= 5)
+        request(b, 2, "session/subscribe", {"sessionId": "order-1", "afterSeq": -1})
+        seen_b = _read_until(b, lambda ms: any(e["type"] == "turn/end" for e in _events(ms, "order-1")))
+        seen_a += _read_until(a, lambda ms: sum(m.get("id") in (2, 3) and "method" not in m for m in ms) == 2)
+        for rid, session in ((2, "order-1"), (3, "order-2")):
+            events = _events(seen_a, session)
+            check_turn(events, turn=0)
+            assert [e["seq"] for e in events] == list(range(len(events))), session
+            assert "".join(text_deltas(events)) == "".join(chunk_bytes(60, 8)), session
+            # the answer follows its own turn's last event
+            end = next(i for i, m in enumerate(seen_a) if m.get("method") == "session.event"
+                       and m["params"]["sessionId"] == session and m["params"]["event"]["type"] == "turn/end")
+            assert _response_index(seen_a, rid) > end, session
+            assert seen_a[_response_index(seen_a, rid)]["result"]["status"] == "ok", session
+        # the follower, subscribed mid-turn, saw the whole turn: replay, then live, no gap, no duplicate
+        assert _events(seen_b, "order-1") == _events(seen_a, "order-1")
+        # a cancel through the proxy aborts the running turn at once
+        request(a, 4, "session/prompt", {"sessionId": "order-1",
+                                        "contentBlocks": [{"type": "text", "text": "@chunks 2000 8\n@delay 5"}]})
+        _read_until(a, lambda ms: len(_events(ms, "order-1")) >= 3)
+        started = time.monotonic()
+        request(a, 5, "session/cancel", {"sessionId": "order-1"})
+        rest = _read_until(a, lambda ms: any(m.get("id") == 4 and "method" not in m for m in ms), timeout=10)
+        assert time.monotonic() - started < 2.0
+        assert rest[_response_index(rest, 4)]["result"]["status"] == "aborted", rest[-3:]
+    finally:
+        a.close()
+        b.close()
 
 
 def test_foreign_origin_refused_through_nginx(stack):

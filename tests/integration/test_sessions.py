@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harnessd_helpers import (INVALID_PARAMS, SESSION_BUSY, TLS_MODE, check_contiguous, error_of, is_notification,
-                              is_response, log_path, read_log, result_of, suite_tls_context, wait_for_log)
+                              read_log, result_of, suite_tls_context, wait_for_log)
 from ws_client import ws_conn
 
 LONG_TURN = "@chunks 200 8\n@delay 5"  # about a second of streaming
