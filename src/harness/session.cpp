@@ -9,6 +9,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
@@ -105,9 +106,19 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
     release.admitted = true;
   }
   co_await ensure_loaded(input.cwd, store::OpenMode::create);
-  // Not `co_return co_await`: GCC 12 then skips the destructors of this
-  // frame's locals (Release above), leaving the session reserved.
-  PromptOutcome outcome = co_await detail::run_turn(*this, input, sink, scope);
+  co_await begin_turn_in_log(sink, input.owner);
+  PromptOutcome outcome;
+  std::exception_ptr failure;
+  try {
+    outcome = co_await detail::run_turn(*this, input, sink, scope);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  co_await log_->finish_turn();
+  // The store failed the turn's writes (the database is gone, or another
+  // node took the session over): the turn ends as an error the client can
+  // tell apart. Nothing it could not commit was shown to anyone.
+  if (failure) outcome.reason = store_failure(failure);
   co_return outcome;
 }
 
@@ -124,6 +135,16 @@ namespace {
 }
 
 }  // namespace
+
+protocol::TurnEndReason Session::store_failure(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::system_error& e) {
+    const std::error_code code = e.code();
+    if (code != store::errc::unavailable && code != store::errc::lease_lost) throw;
+    return protocol::TurnEndReason::error(e.what(), "STORE");
+  }
+}
 
 boost::asio::awaitable<bool> Session::ensure_loaded(std::optional<std::string> cwd, store::OpenMode mode) {
   // A subscribe and a prompt may both find the session unloaded: the first
@@ -145,7 +166,7 @@ boost::asio::awaitable<bool> Session::ensure_loaded(std::optional<std::string> c
 
 std::int64_t Session::subscribe(std::shared_ptr<EventSubscriber> subscriber) {
   subscribers_.push_back(std::move(subscriber));
-  return written_seq_;
+  return visible_seq_;
 }
 
 bool Session::unsubscribe(const EventSubscriber& subscriber) {
@@ -157,6 +178,7 @@ bool Session::unsubscribe(const EventSubscriber& subscriber) {
 }
 
 void Session::publish(const std::shared_ptr<const std::string>& block, std::size_t count, const TurnOwner* owner) {
+  visible_seq_ = written_seq_;
   for (const std::shared_ptr<EventSubscriber>& subscriber : subscribers_) {
     if (owner == nullptr || subscriber->owner() != owner) subscriber->on_logged(block, count);
   }
@@ -181,18 +203,83 @@ boost::asio::awaitable<bool> Session::load(const std::optional<std::string>& cwd
   }
   replay(log->take_loaded_events());
   written_seq_ = next_seq_ - 1;
+  visible_seq_ = written_seq_;
   log_ = std::move(log);
-  if (open_turn_) {
+  if (open_turn_ && log_->closes_open_turn_on_load()) {
     // The daemon stopped inside this turn: close it so every turn has an end.
     const protocol::TurnEnd end{*open_turn_, protocol::TurnEndReason::interrupted()};
     std::string event;
     append_event(event, protocol::TurnEnd::type, json::value_from(end).get_object());
     const std::string_view events[] = {event};
     write_events(events);
+    visible_seq_ = written_seq_;  // nobody subscribes before the load is done
     open_turn_.reset();
     co_await log_->end_turn();
   }
   co_return true;
+}
+
+boost::asio::awaitable<void> Session::begin_turn_in_log(EventSink& sink, const TurnOwner* owner) {
+  store::SessionLog::CatchUp caught = co_await log_->begin_turn();
+  const EventSink::Envelope envelope = sink.envelope(id_);
+  if (caught.from_start || !caught.events.empty()) {
+    if (caught.from_start) {
+      // This node's copy went stale (a failed commit): start over from the store.
+      next_seq_ = 0;
+      next_turn_ = 0;
+      messages_.clear();
+      open_turn_.reset();
+    }
+    const std::int64_t first = next_seq_;
+    std::vector<json::object> parsed;
+    parsed.reserve(caught.events.size());
+    for (const std::string& text : caught.events) {
+      boost::system::error_code ec;
+      json::value event = json::parse(text, ec);
+      if (ec || !event.is_object()) refuse_log(id_, "an event logged by another node is not a JSON object");
+      parsed.push_back(std::move(event.get_object()));
+    }
+    replay(std::move(parsed));
+    written_seq_ = next_seq_ - 1;
+    // Subscribers here get what other nodes logged since they last heard.
+    std::string block;
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < caught.events.size(); ++i) {
+      if (first + static_cast<std::int64_t>(i) <= visible_seq_) continue;
+      block += envelope.before;
+      block += caught.events[i];
+      block += envelope.after;
+      block += '\n';
+      ++count;
+    }
+    if (count > 0) publish(std::make_shared<const std::string>(std::move(block)), count, nullptr);
+    visible_seq_ = written_seq_;
+  }
+  if (open_turn_) {
+    // The node that ran this turn died or lost the session: close the turn
+    // as jsonl recovery does, under this node's lease, before a new one.
+    const protocol::TurnEnd end{*open_turn_, protocol::TurnEndReason::interrupted()};
+    std::string block = envelope.before;
+    const std::size_t start = block.size();
+    append_event(block, protocol::TurnEnd::type, json::value_from(end).get_object());
+    const std::string_view events[] = {std::string_view(block).substr(start)};
+    write_events(events);
+    open_turn_.reset();
+    block += envelope.after;
+    block += '\n';
+    co_await commit_log();
+    co_await deliver(std::make_shared<const std::string>(std::move(block)), 1, sink, owner);
+  }
+}
+
+boost::asio::awaitable<void> Session::deliver(std::shared_ptr<const std::string> block, std::size_t count,
+                                              EventSink& sink, const TurnOwner* owner) {
+  publish(block, count, owner);
+  co_await sink.on_events(std::move(block), count);
+}
+
+boost::asio::awaitable<void> Session::commit_log() {
+  if (log_->commits_async()) co_await log_->commit();
 }
 
 void Session::replay(std::vector<json::object> events) {

@@ -19,6 +19,7 @@
 #include <boost/json/object.hpp>
 
 #include <atomic>
+#include <exception>
 #include <mutex>
 #include <span>
 
@@ -125,6 +126,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void append_serialized_event(std::string& out, std::string_view type, std::string_view data_json);
   /// Hands events made above to the log, in order, in one write.
   void write_events(std::span<const std::string_view> events);
+  /// Whether written events must wait for commit_log() before anyone sees
+  /// them (a store shared by several nodes).
+  bool log_commits_async() const { return log_->commits_async(); }
+  /// Completes once every written event is committed; throws
+  /// std::system_error (store category) when it cannot be.
+  boost::asio::awaitable<void> commit_log();
   /// Gives the block of events just written to every subscriber except
   /// those of `owner` (who get them from the turn's sink).
   void publish(const std::shared_ptr<const std::string>& block, std::size_t count, const TurnOwner* owner);
@@ -138,7 +145,15 @@ class Session : public std::enable_shared_from_this<Session> {
   /// False with OpenMode::existing for a session without a log.
   boost::asio::awaitable<bool> load(const std::optional<std::string>& cwd, store::OpenMode mode);
   void replay(std::vector<boost::json::object> events);
+  /// Before a turn: takes the store's lease (shared stores), catches up with
+  /// what other nodes logged, and closes a turn another node left open.
+  boost::asio::awaitable<void> begin_turn_in_log(EventSink& sink, const TurnOwner* owner);
+  /// `event` (already written) as one block for subscribers and the sink.
+  boost::asio::awaitable<void> deliver(std::shared_ptr<const std::string> block, std::size_t count, EventSink& sink,
+                                       const TurnOwner* owner);
   void apply_to_conversation(std::string_view type, const boost::json::object& data);
+  /// The turn's end for a store failure; rethrows any other exception.
+  static protocol::TurnEndReason store_failure(const std::exception_ptr& failure);
   void touch() noexcept;
 
   Strand strand_;
@@ -158,6 +173,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<store::SessionLog> log_;
   std::int64_t next_seq_ = 0;
   std::int64_t written_seq_ = -1;  ///< the last seq handed to the log
+  /// The last seq subscribers were given or can read from the store: where
+  /// a new subscription starts. Behind written_seq_ while a commit runs.
+  std::int64_t visible_seq_ = -1;
   std::int64_t last_event_time_ms_ = 0;
   std::int64_t next_turn_ = 0;
   std::vector<llm::ChatMessage> messages_;

@@ -82,6 +82,8 @@ class TurnRun final : public llm::ChunkSink {
     views_.clear();
     for (const auto& [offset, size] : spans_) views_.emplace_back(block_.data() + offset, size);
     session_.write_events(views_);
+    // A shared store: nobody sees an event before its commit.
+    if (session_.log_commits_async()) co_await session_.commit_log();
     const std::size_t count = spans_.size();
     since_yield_ += count;
     spans_.clear();

@@ -38,8 +38,10 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
   app.add_option("--threads", config.threads, "I/O threads (0: one per core)")->check(CLI::Range(0u, 256u));
   app.add_option("--session-root", config.session_root,
                  "Directory of the JSONL session logs (empty: $DSH_SESSION_ROOT, else ./.sessions)");
-  app.add_option("--store", config.store, "Event store: jsonl (durable) or memory")
-      ->check(CLI::IsMember({"jsonl", "memory"}));
+  app.add_option("--store", config.store,
+                 "Event store: jsonl (durable files under --session-root), memory (keeps no events), or "
+                 "postgres (several nodes share one set of sessions; see --postgres-url)")
+      ->check(CLI::IsMember({"jsonl", "memory", "postgres"}));
 
   // store
   app.add_option_function<std::string>(
@@ -55,6 +57,20 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
       ->check(CLI::IsMember({"turn", "batch", "none"}))
       ->default_str(std::string(store::to_string(config.jsonl.sync)));
   add_ms(app, "--sync-interval-ms", config.jsonl.sync_interval, "With --sync batch: the sync period", 1, 60'000);
+  app.add_option("--postgres-url", config.postgres.url,
+                 "With --store postgres: the database, as a libpq URI or key=value string "
+                 "(e.g. postgresql://harnessd@db/harnessd); empty: the PG* environment variables");
+  app.add_option("--postgres-pool", config.postgres.pool_size,
+                 "With --store postgres: connections per node (one commits, one listens for cancels from "
+                 "other nodes, the rest read and take leases)")
+      ->check(CLI::Range(std::size_t{3}, std::size_t{1000}));
+  app.add_option("--node-id", config.postgres.node_id,
+                 "With --store postgres: this node's name in session leases and in -32001 errors "
+                 "(empty: HOSTNAME-PID)");
+  add_ms(app, "--lease-ttl-ms", config.postgres.lease_ttl,
+         "With --store postgres: a session's lease lasts this long unless renewed (every third of it while "
+         "its turn runs); a dead node's sessions can be prompted elsewhere after it",
+         100, 3'600'000);
 
   // harness
   add_ms(app, "--session-idle-ms", config.harness.session_idle,

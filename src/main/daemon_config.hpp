@@ -8,6 +8,7 @@
 #include "llm/deepseek_provider.hpp"
 #include "server/server_context.hpp"
 #include "store/jsonl_store.hpp"
+#include "store/postgres_store.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -40,6 +41,7 @@ struct DaemonConfig {
   std::size_t max_running_turns = 0;
 
   store::JsonlOptions jsonl;
+  store::PostgresOptions postgres;  ///< node_id empty: hostname-pid
   harness::HarnessOptions harness;
   server::ServerConfig server;
   llm::DeepSeekConfig deepseek;  ///< api_key and base_url come from the environment

@@ -11,6 +11,7 @@
 #include "server/tls_context.hpp"
 #include "store/jsonl_store.hpp"
 #include "store/memory_store.hpp"
+#include "store/postgres_store.hpp"
 #include "util/listen_url.hpp"
 #include "util/systemd.hpp"
 #include "util/version.hpp"
@@ -31,9 +32,11 @@
 
 #include <malloc.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -52,6 +55,13 @@ struct StartupError : std::runtime_error {
 std::string env_or(const char* name, std::string fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? std::string(value) : fallback;
+}
+
+/// A node's default name in session leases: HOSTNAME-PID, distinct per process.
+std::string default_node_id() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "harnessd");
+  return std::string(host) + "-" + std::to_string(::getpid());
 }
 
 void write_ready_file(const std::string& path, const std::vector<std::string>& urls) {
@@ -129,16 +139,28 @@ int run(DaemonConfig config) {
   const std::string session_root = config.session_root.empty()
                                        ? env_or("DSH_SESSION_ROOT", ".sessions")
                                        : config.session_root;
+  // Declared before everything that owns sockets or timers on it (the
+  // providers' pooled connections, the database's): those must be destroyed first.
+  asio::io_context io(static_cast<int>(config.threads));
   std::unique_ptr<store::EventStore> store;
+  store::PostgresStore* postgres = nullptr;
   if (config.store == "memory") {
     store = std::make_unique<store::MemoryStore>();
+  } else if (config.store == "postgres") {
+    if (config.postgres.node_id.empty()) config.postgres.node_id = default_node_id();
+    auto pg = std::make_unique<store::PostgresStore>(io.get_executor(), config.postgres);
+    try {
+      pg->migrate_now();
+    } catch (const std::exception& e) {
+      throw StartupError(e.what());
+    }
+    postgres = pg.get();
+    store = std::move(pg);
+    spdlog::info("postgres store: node {}, lease ttl {} ms, pool {}", config.postgres.node_id,
+                 config.postgres.lease_ttl.count(), config.postgres.pool_size);
   } else {
     store = std::make_unique<store::JsonlStore>(session_root, config.jsonl);
   }
-
-  // Declared before everything that owns sockets or timers on it (the
-  // providers' pooled connections): those must be destroyed first.
-  asio::io_context io(static_cast<int>(config.threads));
   llm::ProviderRegistry providers;
   providers.add(std::make_shared<llm::ScriptedProvider>());
   const llm::DeepSeekConfig from_env = llm::deepseek_config_from_env();
@@ -162,6 +184,13 @@ int run(DaemonConfig config) {
   harness_options.max_running_turns =
       config.max_running_turns > 0 ? config.max_running_turns : std::clamp<std::size_t>(fd_limit / 8, 1, 256);
   harness::SessionRegistry sessions(io.get_executor(), *store, harness_options);
+  if (postgres != nullptr) {
+    // session/cancel sent to another node for a turn running here.
+    postgres->on_forwarded_cancel([&sessions](const std::string& id) {
+      if (std::shared_ptr<harness::Session> session = sessions.find(id)) session->cancel("cancelled");
+    });
+    postgres->start();
+  }
   server::Metrics metrics;
 
   if (const char* cwd = std::getenv("DSH_CWD"); cwd != nullptr && *cwd != '\0') config.server.default_cwd = cwd;
@@ -232,6 +261,7 @@ int run(DaemonConfig config) {
         reload_signal.cancel();
         housekeeping_timer.cancel();
         watchdog_timer.cancel();
+        store->begin_stop();
       });
     });
   };
@@ -239,6 +269,23 @@ int run(DaemonConfig config) {
   const auto turns_in_flight = [&] { return sessions.admission().running() + sessions.admission().queued(); };
   const auto turns_ended = [&] {
     return sessions.stats().total.load() - static_cast<std::uint64_t>(sessions.stats().active.load());
+  };
+  // The drain's progress check: a timer loop of 20 ms until the turns are
+  // done or the deadline passes. Lives as long as run(), like the handlers
+  // it is copied into.
+  std::chrono::steady_clock::time_point drain_deadline;
+  std::uint64_t ended_before_drain = 0;
+  std::function<void(boost::system::error_code)> drain_check = [&](boost::system::error_code ec) {
+    if (ec || stopping) return;
+    const std::size_t left = turns_in_flight();
+    const std::uint64_t finished = turns_ended() - ended_before_drain;
+    if (left == 0 || std::chrono::steady_clock::now() >= drain_deadline) {
+      spdlog::info("drain: {} turn(s) finished, {} cancelled", finished, left);
+      begin_stop();
+      return;
+    }
+    drain_timer.expires_after(std::chrono::milliseconds(20));
+    drain_timer.async_wait(drain_check);
   };
   std::function<void()> begin_drain = [&] {
     if (draining || stopping) return;
@@ -253,22 +300,9 @@ int run(DaemonConfig config) {
     }
     spdlog::info("drain: no new connections or prompts; {} turn(s) running get up to {} ms to finish", running,
                  config.drain_timeout.count());
-    const auto deadline = std::chrono::steady_clock::now() + config.drain_timeout;
-    const std::uint64_t ended_before = turns_ended();
-    auto check = std::make_shared<std::function<void(boost::system::error_code)>>();
-    *check = [&, deadline, ended_before, check](boost::system::error_code ec) {
-      if (ec || stopping) return;
-      const std::size_t left = turns_in_flight();
-      const std::uint64_t finished = turns_ended() - ended_before;
-      if (left == 0 || std::chrono::steady_clock::now() >= deadline) {
-        spdlog::info("drain: {} turn(s) finished, {} cancelled", finished, left);
-        begin_stop();
-        return;
-      }
-      drain_timer.expires_after(std::chrono::milliseconds(20));
-      drain_timer.async_wait(*check);
-    };
-    (*check)({});
+    drain_deadline = std::chrono::steady_clock::now() + config.drain_timeout;
+    ended_before_drain = turns_ended();
+    drain_check({});
   };
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int signo) {
     if (ec) return;

@@ -97,16 +97,20 @@ Response route(const Request& req, Server& server) {
   const std::string_view path = path_of(req.target());
   if (path == "/healthz") {
     const bool draining = ctx.draining.load(std::memory_order_acquire);
-    json::object health{{"status", draining ? "draining" : "ok"},
+    // A node without its database serves nobody well: 503 sends clients elsewhere.
+    const std::string database = ctx.sessions.store().database_status();
+    const bool database_down = !database.empty() && database != "ok";
+    json::object health{{"status", draining ? "draining" : database_down ? "degraded" : "ok"},
                         {"version", util::version},
                         {"uptimeSeconds", static_cast<std::int64_t>(ctx.metrics.uptime_seconds())},
                         {"connections", ctx.metrics.open_connections()},
                         {"sessions", ctx.sessions.size()},
                         {"runningTurns", ctx.sessions.stats().active.load()}};
+    if (!database.empty()) health["database"] = database;
     // 503 while draining: load balancers and readiness probes send no new
     // clients, while running turns finish.
-    return make_response(req, draining ? http::status::service_unavailable : http::status::ok, "application/json",
-                         json::serialize(health));
+    return make_response(req, draining || database_down ? http::status::service_unavailable : http::status::ok,
+                         "application/json", json::serialize(health));
   }
   if (path == "/metrics") {
     return make_response(req, http::status::ok, "text/plain; version=0.0.4; charset=utf-8",

@@ -16,6 +16,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
+#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <type_traits>
@@ -96,8 +97,17 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
     }
   } done{client, session};
 
-  harness::PromptOutcome outcome = co_await asio::co_spawn(
-      session->strand(), session->prompt(std::move(input), sink), asio::use_awaitable);
+  harness::PromptOutcome outcome;
+  try {
+    outcome = co_await asio::co_spawn(session->strand(), session->prompt(std::move(input), sink),
+                                      asio::use_awaitable);
+  } catch (const store::LeaseHeld& held) {
+    // The cluster form of the overlap rule: the turn runs on another node.
+    context.sessions.stats().overlap_rejections.fetch_add(1, std::memory_order_relaxed);
+    throw RpcError(ErrorCode::session_busy,
+                   "session already has an active prompt on node " + held.node() + ": " + p.session_id,
+                   json::object{{"sessionId", p.session_id}, {"node", held.node()}});
+  }
   // Over the cap of open logs: the least recently used idle sessions go now.
   if (context.sessions.size() > context.sessions.options().max_open_logs) context.sessions.evict_idle();
   if (outcome.overloaded) {
@@ -111,9 +121,19 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   co_return result;
 }
 
-protocol::CancelResult cancel(ClientState& client, protocol::CancelParams p) {
+asio::awaitable<protocol::CancelResult> cancel(ClientState& client, protocol::CancelParams p) {
   std::shared_ptr<harness::Session> session = client.context.sessions.find(p.session_id);
-  return protocol::CancelResult{.cancelled = session && session->cancel("cancelled", nullptr)};
+  bool cancelled = session && session->cancel("cancelled", nullptr);
+  store::EventStore& store = client.context.sessions.store();
+  if (!cancelled && store.shared()) {
+    // The turn may run on another node: that node hears it from the store.
+    try {
+      cancelled = co_await store.forward_cancel(p.session_id);
+    } catch (const std::system_error& e) {
+      spdlog::warn("session/cancel of {}: not forwarded: {}", p.session_id, e.what());
+    }
+  }
+  co_return protocol::CancelResult{.cancelled = cancelled};
 }
 
 protocol::ShutdownResult shutdown(ClientState&, protocol::ShutdownParams) { return {}; }
@@ -143,7 +163,7 @@ asio::awaitable<protocol::ListResult> list(ClientState& client, protocol::ListPa
                                                        .updated_at = info.updated_at_ms,
                                                        .last_seq = info.last_seq,
                                                        .turns = info.turns,
-                                                       .running = loaded && loaded->reserved(),
+                                                       .running = (loaded && loaded->reserved()) || info.leased,
                                                        .parent_session_id = std::move(info.parent)});
   }
   co_return result;

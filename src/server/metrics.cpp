@@ -131,6 +131,7 @@ std::string Metrics::render_prometheus(harness::SessionRegistry& registry) const
   add(fmt::format("harnessd_turn_duration_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative));
   add(fmt::format("harnessd_turn_duration_seconds_sum {:.6f}\n", turns.duration_sum_us.load(relaxed) / 1e6));
   add(fmt::format("harnessd_turn_duration_seconds_count {}\n", cumulative));
+  add(registry.store().metrics());
   return out;
 }
 

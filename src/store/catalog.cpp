@@ -9,15 +9,16 @@ namespace harnessd::store {
 
 namespace {
 
-/// A cursor is "UPDATED_AT ID" of the last session of a page.
-struct Cursor {
-  std::int64_t updated_at = 0;
-  std::string_view id;
-};
+/// Newest update first, then by id: the order of session/list.
+bool listed_before(std::int64_t a_updated, std::string_view a_id, std::int64_t b_updated, std::string_view b_id) {
+  return std::tie(b_updated, a_id) < std::tie(a_updated, b_id);
+}
 
-Cursor parse_cursor(std::string_view text) {
+}  // namespace
+
+ListCursor parse_list_cursor(std::string_view text) {
   const std::size_t space = text.find(' ');
-  Cursor cursor;
+  ListCursor cursor;
   const char* end = text.data() + (space == std::string_view::npos ? text.size() : space);
   const auto [ptr, ec] = std::from_chars(text.data(), end, cursor.updated_at);
   if (space == std::string_view::npos || ec != std::errc() || ptr != end || space + 1 >= text.size()) {
@@ -27,12 +28,7 @@ Cursor parse_cursor(std::string_view text) {
   return cursor;
 }
 
-/// Newest update first, then by id: the order of session/list.
-bool listed_before(std::int64_t a_updated, std::string_view a_id, std::int64_t b_updated, std::string_view b_id) {
-  return std::tie(b_updated, a_id) < std::tie(a_updated, b_id);
-}
-
-}  // namespace
+std::string list_cursor(const SessionInfo& last) { return std::to_string(last.updated_at_ms) + " " + last.id; }
 
 Catalog::Handle Catalog::opened(SessionInfo info) {
   std::lock_guard lock(mutex_);
@@ -67,8 +63,8 @@ std::optional<SessionInfo> Catalog::find(std::string_view id) const {
 }
 
 ListPage Catalog::page(const std::optional<std::string>& cursor_text, std::size_t limit) const {
-  std::optional<Cursor> cursor;
-  if (cursor_text) cursor = parse_cursor(*cursor_text);
+  std::optional<ListCursor> cursor;
+  if (cursor_text) cursor = parse_list_cursor(*cursor_text);
   ListPage page;
   std::lock_guard lock(mutex_);
   // One pass picks the sessions after the cursor; only the page's worth is
@@ -87,7 +83,7 @@ ListPage Catalog::page(const std::optional<std::string>& cursor_text, std::size_
   for (std::size_t i = 0; i < n; ++i) page.sessions.push_back(*after[i]);
   if (after.size() > n && n > 0) {
     const SessionInfo& last = page.sessions.back();
-    page.next_cursor = std::to_string(last.updated_at_ms) + " " + last.id;
+    page.next_cursor = list_cursor(last);
   }
   return page;
 }

@@ -20,6 +20,7 @@ struct SessionInfo {
   std::int64_t last_seq = -1;      ///< -1: no events
   std::int64_t turns = 0;          ///< turns started
   std::optional<std::string> parent;
+  bool leased = false;  ///< a node runs a turn of it (stores shared by several nodes)
 };
 
 /// Where a log stands after an append.
@@ -28,6 +29,15 @@ struct LogPosition {
   std::int64_t turns = 0;
   std::int64_t time_ms = 0;
 };
+
+/// session/list's cursor: "UPDATED_AT ID" of the last session of a page.
+struct ListCursor {
+  std::int64_t updated_at = 0;
+  std::string id;
+};
+/// Throws std::invalid_argument for text that is not a cursor.
+ListCursor parse_list_cursor(std::string_view text);
+std::string list_cursor(const SessionInfo& last);
 
 struct ListPage {
   std::vector<SessionInfo> sessions;

@@ -17,6 +17,10 @@ class StoreCategory final : public std::error_category {
         return "the log belongs to another session id";
       case errc::invalid_log:
         return "the log breaks the log format";
+      case errc::unavailable:
+        return "the session store is unavailable";
+      case errc::lease_lost:
+        return "another node holds the session's lease";
     }
     return "unknown store error " + std::to_string(value);
   }
@@ -28,6 +32,10 @@ class StoreCategory final : public std::error_category {
       case errc::foreign_log:
       case errc::invalid_log:
         return std::errc::invalid_argument;
+      case errc::unavailable:
+        return std::errc::io_error;
+      case errc::lease_lost:
+        return std::errc::operation_not_permitted;
     }
     return {value, *this};
   }

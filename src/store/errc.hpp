@@ -11,6 +11,8 @@ enum class errc {
   corrupt_line = 1,    ///< a line that is not a JSON object, before the last line
   foreign_log,         ///< the log's header names another session id
   invalid_log,         ///< intact JSON that breaks the log's rules (seq, turn, depth)
+  unavailable,         ///< the database cannot be reached or failed the write
+  lease_lost,          ///< another node took the session over: writes are refused
 };
 
 const std::error_category& store_category() noexcept;

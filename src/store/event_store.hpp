@@ -10,9 +10,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +62,47 @@ class SessionLog {
   /// store's SyncMode promises (with `turn`: on disk). Strand-safe: runs the
   /// disk work elsewhere and resumes on the caller's executor.
   virtual boost::asio::awaitable<void> end_turn() = 0;
+
+  // --- stores shared by several nodes (PostgreSQL) ---
+
+  /// True when appended events are not durable on return of append():
+  /// nobody may see them before commit() completes.
+  virtual bool commits_async() const { return false; }
+  /// Completes once every appended event is committed. Throws
+  /// std::system_error with errc::unavailable or errc::lease_lost.
+  virtual boost::asio::awaitable<void> commit() { co_return; }
+
+  /// Events other nodes logged since this log was loaded, as stored.
+  struct CatchUp {
+    bool from_start = false;  ///< the whole log: the session's state is stale
+    std::vector<std::string> events;
+  };
+  /// A turn starts: a shared store takes the session's lease here (throws
+  /// LeaseHeld when another live node has it) and returns what the session
+  /// has not seen. Open turns found then are the caller's to close.
+  virtual boost::asio::awaitable<CatchUp> begin_turn() { co_return CatchUp{}; }
+  /// After the turn settled (also after it failed): gives the lease back.
+  /// Never throws.
+  virtual boost::asio::awaitable<void> finish_turn() { co_return; }
+  /// Whether the session closes a turn left open when it loads the log
+  /// (jsonl recovery). A shared store closes it only under the lease, in
+  /// begin_turn's caller: the turn may still run on another node.
+  virtual bool closes_open_turn_on_load() const { return true; }
+};
+
+/// A prompt found the session leased by another live node.
+class LeaseHeld : public std::runtime_error {
+ public:
+  LeaseHeld(std::string session_id, std::string node)
+      : std::runtime_error("session " + session_id + " runs on node " + node),
+        session_id_(std::move(session_id)),
+        node_(std::move(node)) {}
+  const std::string& session_id() const noexcept { return session_id_; }
+  const std::string& node() const noexcept { return node_; }
+
+ private:
+  std::string session_id_;
+  std::string node_;
 };
 
 /// A page of one session's log (session/events): its lines as stored.
@@ -96,11 +139,28 @@ class EventStore {
                                                                        std::size_t limit,
                                                                        std::size_t max_bytes) = 0;
 
-  /// "jsonl" or "memory", for logs and /healthz.
+  /// "jsonl", "memory" or "postgres", for logs and /healthz.
   virtual std::string_view kind() const = 0;
+
+  /// Several nodes share this store: sessions may run elsewhere.
+  virtual bool shared() const { return false; }
+  /// session/cancel of a session not running here: asks the node that runs
+  /// it (if any live node does). True when a node was asked.
+  virtual boost::asio::awaitable<bool> forward_cancel(std::string /*session_id*/) { co_return false; }
+  /// Who acts on cancels forwarded from other nodes (called on a store thread).
+  virtual void on_forwarded_cancel(std::function<void(const std::string&)> /*handler*/) {}
+  /// The database's state for /healthz ("ok" or why not); empty: no database.
+  virtual std::string database_status() const { return {}; }
+  /// The store's own lines for /metrics (Prometheus text), if any.
+  virtual std::string metrics() const { return {}; }
 
   /// Logs open right now (each holds one file descriptor).
   virtual std::size_t open_logs() const = 0;
+
+  /// The daemon is stopping and every connection is closed: the store's own
+  /// background work (database listeners, writers) ends once what is queued
+  /// is done, so the I/O threads can return.
+  virtual void begin_stop() {}
 
   /// Finishes pending disk work (a sync in progress completes) and stops the
   /// store's own threads. Call it after the I/O threads have returned and

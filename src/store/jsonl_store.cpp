@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <limits>
 #include <system_error>
 
 namespace harnessd::store {
@@ -140,7 +141,10 @@ SessionInfo summarize(const json::object& header, const std::vector<json::object
     const json::value* data = it->if_contains("data");
     const json::value* turn = data && data->is_object() ? data->get_object().if_contains("turn") : nullptr;
     if (turn != nullptr && turn->is_int64()) {
-      info.turns = turn->get_int64() + 1;
+      // A hostile log's turn number must not overflow here (the session
+      // itself refuses such a log when it loads).
+      const std::int64_t t = turn->get_int64();
+      info.turns = t < 0 ? 0 : t == std::numeric_limits<std::int64_t>::max() ? t : t + 1;
       break;
     }
   }

@@ -1,0 +1,205 @@
+#include "store/pg/connection.hpp"
+
+#include "store/errc.hpp"
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <libpq-fe.h>
+#include <sys/socket.h>
+
+#include <system_error>
+
+namespace harnessd::store::pg {
+namespace asio = boost::asio;
+
+namespace {
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
+
+std::string trimmed(const char* message) {
+  std::string out = message != nullptr ? message : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+/// Waits on a socket libpq owns: the descriptor is released, never closed.
+asio::awaitable<void> wait_on(const asio::any_io_executor& executor, int fd,
+                              asio::posix::descriptor_base::wait_type type) {
+  asio::posix::stream_descriptor descriptor(executor, fd);
+  struct Release {
+    asio::posix::stream_descriptor& d;
+    ~Release() { d.release(); }
+  } release{descriptor};
+  co_await descriptor.async_wait(type, asio::use_awaitable);
+}
+
+Result to_result(PGresult* r) {
+  Result out;
+  switch (PQresultStatus(r)) {
+    case PGRES_COMMAND_OK:
+    case PGRES_TUPLES_OK: {
+      out.ok = true;
+      const int rows = PQntuples(r);
+      const int cols = PQnfields(r);
+      out.rows.reserve(static_cast<std::size_t>(rows));
+      for (int i = 0; i < rows; ++i) {
+        auto& row = out.rows.emplace_back();
+        row.reserve(static_cast<std::size_t>(cols));
+        for (int j = 0; j < cols; ++j) {
+          if (PQgetisnull(r, i, j)) {
+            row.emplace_back();
+          } else {
+            row.emplace_back(std::string(PQgetvalue(r, i, j), static_cast<std::size_t>(PQgetlength(r, i, j))));
+          }
+        }
+      }
+      const char* affected = PQcmdTuples(r);
+      if (affected != nullptr && *affected != '\0') out.affected = std::stoll(affected);
+      break;
+    }
+    case PGRES_PIPELINE_ABORTED:
+      out.error = "not run: an earlier statement of its batch failed";
+      break;
+    default: {
+      out.error = trimmed(PQresultErrorMessage(r));
+      const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      if (state != nullptr) out.sqlstate = state;
+      if (out.error.empty()) out.error = PQresStatus(PQresultStatus(r));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Connection::Connection(asio::any_io_executor executor, pg_conn* conn)
+    : executor_(std::move(executor)), conn_(conn) {}
+
+Connection::~Connection() { PQfinish(conn_); }
+
+void Connection::fail(std::string_view what) {
+  broken_ = true;
+  throw std::system_error(errc::unavailable, std::string(what) + ": " + trimmed(PQerrorMessage(conn_)));
+}
+
+asio::awaitable<std::unique_ptr<Connection>> Connection::open(asio::any_io_executor executor, std::string conninfo) {
+  // Our defaults first; `dbname` last, so what the URL says wins. Keepalives
+  // and a user timeout make a vanished server a broken connection, not a
+  // wait forever.
+  const char* keys[] = {"application_name", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                        "tcp_user_timeout", "dbname", nullptr};
+  const char* values[] = {"harnessd", "5", "2", "3", "10000", conninfo.c_str(), nullptr};
+  pg_conn* raw = PQconnectStartParams(keys, values, 1);
+  if (raw == nullptr) throw std::system_error(errc::unavailable, "PostgreSQL: out of memory");
+  std::unique_ptr<Connection> conn(new Connection(executor, raw));
+  if (PQstatus(raw) == CONNECTION_BAD) conn->fail("cannot connect to PostgreSQL");
+  for (;;) {
+    const PostgresPollingStatusType polled = PQconnectPoll(raw);
+    if (polled == PGRES_POLLING_OK) break;
+    if (polled == PGRES_POLLING_FAILED) conn->fail("cannot connect to PostgreSQL");
+    // The socket may change between attempts (several hosts): ask each time.
+    auto type = asio::posix::descriptor_base::wait_write;
+    if (polled == PGRES_POLLING_READING) type = asio::posix::descriptor_base::wait_read;
+    co_await wait_on(executor, PQsocket(raw), type);
+  }
+  if (PQsetnonblocking(raw, 1) != 0) conn->fail("PQsetnonblocking");
+  if (PQenterPipelineMode(raw) != 1) conn->fail("PQenterPipelineMode");
+  co_return conn;
+}
+
+void Connection::interrupt() noexcept {
+  const int fd = PQsocket(conn_);
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
+
+asio::awaitable<void> Connection::wait(Wait what) {
+  const int fd = PQsocket(conn_);
+  if (fd < 0) fail("PostgreSQL connection lost");
+  try {
+    auto type = asio::posix::descriptor_base::wait_write;
+    if (what == Wait::read) type = asio::posix::descriptor_base::wait_read;
+    co_await wait_on(executor_, fd, type);
+  } catch (const std::system_error&) {
+    broken_ = true;
+    throw std::system_error(errc::unavailable, "PostgreSQL connection lost");
+  }
+}
+
+asio::awaitable<void> Connection::flush() {
+  for (;;) {
+    const int left = PQflush(conn_);
+    if (left == 0) co_return;
+    if (left < 0) fail("sending to PostgreSQL");
+    // The server may wait for us to read before it takes more.
+    co_await wait(Wait::write);
+    if (PQconsumeInput(conn_) == 0) fail("reading from PostgreSQL");
+  }
+}
+
+asio::awaitable<Result> Connection::run(const Statement& statement) {
+  std::vector<Result> results = co_await run(std::span<const Statement>(&statement, 1));
+  co_return std::move(results.front());
+}
+
+asio::awaitable<std::vector<Result>> Connection::run(std::span<const Statement> statements) {
+  if (broken_) throw std::system_error(errc::unavailable, "PostgreSQL connection lost");
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::string sql;
+  for (const Statement& s : statements) {
+    values.clear();
+    lengths.clear();
+    for (const std::optional<std::string>& p : s.params) {
+      values.push_back(p ? p->c_str() : nullptr);
+      lengths.push_back(p ? static_cast<int>(p->size()) : 0);
+    }
+    sql.assign(s.sql);
+    if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                          lengths.data(), nullptr, 0) != 1) {
+      fail("sending to PostgreSQL");
+    }
+  }
+  if (PQpipelineSync(conn_) != 1) fail("sending to PostgreSQL");
+  co_await flush();
+
+  // Each statement's results end with a null; the sync's result ends the batch.
+  std::vector<Result> results(statements.size());
+  std::size_t index = 0;
+  bool have_result = false;
+  for (;;) {
+    while (PQisBusy(conn_) != 0) {
+      co_await wait(Wait::read);
+      if (PQconsumeInput(conn_) == 0) fail("reading from PostgreSQL");
+    }
+    ResultPtr r(PQgetResult(conn_));
+    if (!r) {
+      if (have_result) ++index;
+      have_result = false;
+      continue;
+    }
+    if (PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) break;
+    if (index < results.size() && !have_result) results[index] = to_result(r.get());
+    have_result = true;
+  }
+  co_return results;
+}
+
+asio::awaitable<std::vector<Notification>> Connection::notifications() {
+  if (broken_) throw std::system_error(errc::unavailable, "PostgreSQL connection lost");
+  std::vector<Notification> out;
+  for (;;) {
+    if (PQconsumeInput(conn_) == 0) fail("reading from PostgreSQL");
+    while (PGnotify* n = PQnotifies(conn_)) {
+      out.push_back(Notification{n->relname, n->extra != nullptr ? n->extra : ""});
+      PQfreemem(n);
+    }
+    if (!out.empty()) co_return out;
+    co_await wait(Wait::read);
+  }
+}
+
+}  // namespace harnessd::store::pg

@@ -1,0 +1,84 @@
+// One libpq connection driven by Asio: every call is asynchronous (libpq's
+// non-blocking API, waits on PQsocket), so no I/O thread ever blocks on the
+// database. Statements go out in pipeline mode: a batch costs one round trip
+// and commits as one implicit transaction.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+struct pg_conn;
+
+namespace harnessd::store::pg {
+
+/// SQL with $n parameters, all sent as text; nullopt is SQL NULL.
+struct Statement {
+  std::string_view sql;
+  std::vector<std::optional<std::string>> params;
+};
+
+/// One statement's outcome: its rows as text cells, or the server's error.
+struct Result {
+  bool ok = false;
+  std::string error;     ///< when !ok
+  std::string sqlstate;  ///< when !ok and the server sent one
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  std::int64_t affected = 0;  ///< rows an INSERT/UPDATE/DELETE touched
+};
+
+/// A NOTIFY received on a LISTENed channel.
+struct Notification {
+  std::string channel;
+  std::string payload;
+};
+
+class Connection {
+ public:
+  /// Connects (PQconnectStart/PQconnectPoll). `conninfo` is a libpq URI or
+  /// key=value string; empty takes the PG* environment variables. Throws
+  /// std::system_error(errc::unavailable) with libpq's message.
+  static boost::asio::awaitable<std::unique_ptr<Connection>> open(boost::asio::any_io_executor executor,
+                                                                  std::string conninfo);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  /// Runs `statements` as one pipeline and one implicit transaction, and
+  /// returns each one's result in order. A failed statement rolls the
+  /// batch back; those after it come back !ok too. Throws
+  /// std::system_error(errc::unavailable) when the connection breaks, after
+  /// which broken() is true. One call at a time.
+  boost::asio::awaitable<std::vector<Result>> run(std::span<const Statement> statements);
+  boost::asio::awaitable<Result> run(const Statement& statement);
+
+  /// Waits for notifications of the channels this connection LISTENs on.
+  /// Throws like run().
+  boost::asio::awaitable<std::vector<Notification>> notifications();
+
+  bool broken() const noexcept { return broken_; }
+  /// Thread-safe: ends the connection's socket, so a wait in progress
+  /// returns (and fails) at once.
+  void interrupt() noexcept;
+
+ private:
+  Connection(boost::asio::any_io_executor executor, pg_conn* conn);
+  enum class Wait { read, write };
+  boost::asio::awaitable<void> wait(Wait what);
+  [[noreturn]] void fail(std::string_view what);
+  boost::asio::awaitable<void> flush();
+
+  boost::asio::any_io_executor executor_;
+  pg_conn* conn_;
+  bool broken_ = false;
+};
+
+}  // namespace harnessd::store::pg
