@@ -219,42 +219,55 @@ boost::asio::awaitable<bool> Session::load(const std::optional<std::string>& cwd
   co_return true;
 }
 
+void Session::apply_catch_up(store::SessionLog::CatchUp caught, const EventSink::Envelope& envelope) {
+  if (caught.from_start) {
+    // This node's copy went stale (a failed commit): start over from the store.
+    next_seq_ = 0;
+    next_turn_ = 0;
+    messages_.clear();
+    open_turn_.reset();
+  }
+  // A load or another catch-up on this strand may have applied some already.
+  std::size_t skip = 0;
+  while (skip < caught.events.size() && caught.first_seq + static_cast<std::int64_t>(skip) < next_seq_) ++skip;
+  if (skip == caught.events.size()) return;
+  std::vector<json::object> parsed;
+  parsed.reserve(caught.events.size() - skip);
+  for (std::size_t i = skip; i < caught.events.size(); ++i) {
+    boost::system::error_code ec;
+    json::value event = json::parse(caught.events[i], ec);
+    if (ec || !event.is_object()) refuse_log(id_, "an event logged by another node is not a JSON object");
+    parsed.push_back(std::move(event.get_object()));
+  }
+  replay(std::move(parsed));
+  written_seq_ = next_seq_ - 1;
+  // Subscribers here get what other nodes logged since they last heard.
+  std::string block;
+  std::size_t count = 0;
+  for (std::size_t i = skip; i < caught.events.size(); ++i) {
+    if (caught.first_seq + static_cast<std::int64_t>(i) <= visible_seq_) continue;
+    block += envelope.before;
+    block += caught.events[i];
+    block += envelope.after;
+    block += '\n';
+    ++count;
+  }
+  if (count > 0) publish(std::make_shared<const std::string>(std::move(block)), count, nullptr);
+  visible_seq_ = written_seq_;
+}
+
+boost::asio::awaitable<void> Session::catch_up(EventSink::Envelope envelope) {
+  // A turn running here keeps this node current; one queued here catches up
+  // when it begins.
+  if (!log_ || !log_->commits_async() || reserved()) co_return;
+  store::SessionLog::CatchUp caught = co_await log_->catch_up();
+  apply_catch_up(std::move(caught), envelope);
+}
+
 boost::asio::awaitable<void> Session::begin_turn_in_log(EventSink& sink, const TurnOwner* owner) {
   store::SessionLog::CatchUp caught = co_await log_->begin_turn();
   const EventSink::Envelope envelope = sink.envelope(id_);
-  if (caught.from_start || !caught.events.empty()) {
-    if (caught.from_start) {
-      // This node's copy went stale (a failed commit): start over from the store.
-      next_seq_ = 0;
-      next_turn_ = 0;
-      messages_.clear();
-      open_turn_.reset();
-    }
-    const std::int64_t first = next_seq_;
-    std::vector<json::object> parsed;
-    parsed.reserve(caught.events.size());
-    for (const std::string& text : caught.events) {
-      boost::system::error_code ec;
-      json::value event = json::parse(text, ec);
-      if (ec || !event.is_object()) refuse_log(id_, "an event logged by another node is not a JSON object");
-      parsed.push_back(std::move(event.get_object()));
-    }
-    replay(std::move(parsed));
-    written_seq_ = next_seq_ - 1;
-    // Subscribers here get what other nodes logged since they last heard.
-    std::string block;
-    std::size_t count = 0;
-    for (std::size_t i = 0; i < caught.events.size(); ++i) {
-      if (first + static_cast<std::int64_t>(i) <= visible_seq_) continue;
-      block += envelope.before;
-      block += caught.events[i];
-      block += envelope.after;
-      block += '\n';
-      ++count;
-    }
-    if (count > 0) publish(std::make_shared<const std::string>(std::move(block)), count, nullptr);
-    visible_seq_ = written_seq_;
-  }
+  apply_catch_up(std::move(caught), envelope);
   if (open_turn_) {
     // The node that ran this turn died or lost the session: close the turn
     // as jsonl recovery does, under this node's lease, before a new one.

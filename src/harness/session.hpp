@@ -105,6 +105,11 @@ class Session : public std::enable_shared_from_this<Session> {
   /// a session that has no log. Throws on store failure.
   boost::asio::awaitable<bool> ensure_loaded(std::optional<std::string> cwd, store::OpenMode mode);
 
+  /// On strand(), loaded: with a store shared by several nodes, brings this
+  /// node's copy up to what the store has (unless a prompt holds the
+  /// session here), handing new events to subscribers in `envelope`.
+  boost::asio::awaitable<void> catch_up(EventSink::Envelope envelope);
+
   /// On strand(), loaded: `subscriber` gets every event logged from now on.
   /// Returns the seq of the last event logged before (-1: none); that one
   /// and all before it are readable from the store.
@@ -145,6 +150,7 @@ class Session : public std::enable_shared_from_this<Session> {
   /// False with OpenMode::existing for a session without a log.
   boost::asio::awaitable<bool> load(const std::optional<std::string>& cwd, store::OpenMode mode);
   void replay(std::vector<boost::json::object> events);
+  void apply_catch_up(store::SessionLog::CatchUp caught, const EventSink::Envelope& envelope);
   /// Before a turn: takes the store's lease (shared stores), catches up with
   /// what other nodes logged, and closes a turn another node left open.
   boost::asio::awaitable<void> begin_turn_in_log(EventSink& sink, const TurnOwner* owner);

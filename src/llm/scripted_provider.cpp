@@ -117,6 +117,8 @@ asio::awaitable<bool> cancellable_delay(std::int64_t ms, CancelScope& cancel, Ch
   co_await sink.flush();
   asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
   CancelScope::Hook hook(cancel, [&timer] { timer.cancel(); });
+  // The flush may have waited (a commit): a cancel meanwhile found no hook.
+  if (cancel.cancelled()) co_return false;
   boost::system::error_code ec;
   co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   co_return !cancel.cancelled();

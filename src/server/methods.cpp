@@ -183,7 +183,12 @@ asio::awaitable<std::optional<std::int64_t>> attach(std::shared_ptr<harness::Ses
   std::optional<std::string> no_cwd;  // a named local: no temporary crosses the co_await (GCC 12)
   const bool loaded = co_await session->ensure_loaded(std::move(no_cwd), store::OpenMode::existing);
   std::optional<std::int64_t> last_seq;
-  if (loaded) last_seq = session->subscribe(std::move(subscription));
+  if (!loaded) co_return last_seq;
+  // Another node may have logged more since this one loaded the session.
+  rpc::EventEnvelope wire = rpc::session_event_envelope(session->id());
+  harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
+  co_await session->catch_up(std::move(envelope));
+  last_seq = session->subscribe(std::move(subscription));
   co_return last_seq;
 }
 

@@ -75,8 +75,12 @@ class SessionLog {
   /// Events other nodes logged since this log was loaded, as stored.
   struct CatchUp {
     bool from_start = false;  ///< the whole log: the session's state is stale
+    std::int64_t first_seq = 0;  ///< seq of events.front()
     std::vector<std::string> events;
   };
+  /// What other nodes logged since this node last looked, without taking
+  /// the lease (a subscribe on a node where the session does not run).
+  virtual boost::asio::awaitable<CatchUp> catch_up() { co_return CatchUp{}; }
   /// A turn starts: a shared store takes the session's lease here (throws
   /// LeaseHeld when another live node has it) and returns what the session
   /// has not seen. Open turns found then are the caller's to close.

@@ -103,6 +103,16 @@ constexpr std::size_t group_max_bytes = 8 * 1024 * 1024;
 
 std::string num(std::int64_t v) { return std::to_string(v); }
 
+/// A system_error's own text, without the category's message what() appends.
+std::string reason_of(const std::system_error& e) {
+  std::string text = e.what();
+  const std::string suffix = ": " + e.code().message();
+  if (text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    text.resize(text.size() - suffix.size());
+  }
+  return text;
+}
+
 std::int64_t to_int(const std::optional<std::string>& cell) {
   if (!cell) return 0;
   return std::stoll(*cell);
@@ -218,7 +228,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
       conn = co_await Connection::open(executor, options.url);
     } catch (const std::system_error& e) {
       give_back(nullptr);
-      set_health(e.what());
+      set_health(reason_of(e));
       throw;
     }
     co_return Pooled(shared_from_this(), std::move(conn));
@@ -300,7 +310,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
         if (!conn || conn->broken()) conn = co_await Connection::open(executor, options.url);
         results = co_await conn->run(statements);
       } catch (const std::system_error& e) {
-        broken = e.what();
+        broken = reason_of(e);
       }
       if (!broken.empty()) {
         conn.reset();
@@ -372,7 +382,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
           }
         }
       } catch (const std::system_error& e) {
-        set_health(e.what());
+        set_health(reason_of(e));
       }
       if (stopping.load()) co_return;
       retry.expires_after(std::chrono::milliseconds(500));
@@ -502,21 +512,15 @@ class PostgresLog final : public SessionLog {
     renewal_ = std::make_shared<Renewal>(state_->executor);
     asio::co_spawn(renewal_->strand, renew(state_, renewal_, id_, epoch_), asio::detached);
 
-    CatchUp catch_up;
-    if (stale_ || db_last != known_seq_) {
-      catch_up.from_start = stale_ || db_last < known_seq_;
-      const std::int64_t after = catch_up.from_start ? -1 : known_seq_;
-      const Statement statement{
-          "SELECT event FROM harnessd_events WHERE session_id = $1 AND seq > $2::bigint ORDER BY seq",
-          {id_, num(after)}};
-      const Result events = co_await conn->run(statement);
-      checked(events, "reading the session's events");
-      catch_up.events.reserve(events.rows.size());
-      for (const auto& row : events.rows) catch_up.events.push_back(row[0].value_or(""));
-      known_seq_ = after + static_cast<std::int64_t>(catch_up.events.size());
-      stale_ = false;
-    }
-    co_return catch_up;
+    CatchUp caught;
+    if (stale_ || db_last != known_seq_) caught = co_await read_newer(*conn.conn, stale_ || db_last < known_seq_);
+    co_return caught;
+  }
+
+  asio::awaitable<CatchUp> catch_up() override {
+    auto conn = co_await state_->acquire();
+    CatchUp caught = co_await read_newer(*conn.conn, stale_);
+    co_return caught;
   }
 
   asio::awaitable<void> finish_turn() override {
@@ -536,6 +540,24 @@ class PostgresLog final : public SessionLog {
   bool closes_open_turn_on_load() const override { return false; }
 
  private:
+  /// The events after the last one this node has (all of them: from_start).
+  asio::awaitable<CatchUp> read_newer(Connection& conn, bool from_start) {
+    CatchUp caught;
+    caught.from_start = from_start;
+    const std::int64_t after = from_start ? -1 : known_seq_;
+    caught.first_seq = after + 1;
+    const Statement statement{
+        "SELECT event FROM harnessd_events WHERE session_id = $1 AND seq > $2::bigint ORDER BY seq",
+        {id_, num(after)}};
+    const Result events = co_await conn.run(statement);
+    checked(events, "reading the session's events");
+    caught.events.reserve(events.rows.size());
+    for (const auto& row : events.rows) caught.events.push_back(row[0].value_or(""));
+    known_seq_ = after + static_cast<std::int64_t>(caught.events.size());
+    stale_ = false;
+    co_return caught;
+  }
+
   std::shared_ptr<PostgresStore::State> state_;
   const std::string id_;
   json::object header_;
@@ -601,6 +623,7 @@ void PostgresStore::migrate_now() {
     throw;
   }
   exec(migration_unlock);
+  state_->set_health("ok");
 }
 
 void PostgresStore::start() {

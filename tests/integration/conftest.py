@@ -1,3 +1,5 @@
+import itertools
+import re
 import signal
 import sys
 from pathlib import Path
@@ -58,3 +60,44 @@ def tcp_daemon(spawn):
 @pytest.fixture
 def stdio_daemon(spawn):
     return spawn(stdio=True)
+
+
+# ---------------------------------------------------------------------------
+# PostgreSQL (the postgres store's cluster tests)
+
+
+class PgDatabase:
+    """One database of the session's PostgreSQL server."""
+
+    def __init__(self, server, name: str):
+        self.server = server
+        self.name = name
+        self.url = server.url(name)
+
+    def psql(self, sql: str, timeout: float = 30.0) -> list[str]:
+        return self.server.psql(sql, db=self.name, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A private PostgreSQL for the whole run (pg_server.PgServer); fails, never skips, without PostgreSQL."""
+    from pg_server import PgServer
+    server = PgServer()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+_pg_db_count = itertools.count(1)
+
+
+@pytest.fixture
+def pg_db(pg_server, request) -> PgDatabase:
+    """A fresh, empty database for this test (the server is started again if a test left it stopped)."""
+    if not pg_server.running():
+        pg_server.start()
+    slug = re.sub(r"[^a-z0-9_]+", "_", request.node.name.lower()).strip("_")
+    name = f"t{next(_pg_db_count)}_{slug}"[:63]
+    pg_server.create_database(name)
+    return PgDatabase(pg_server, name)

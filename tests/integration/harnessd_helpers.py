@@ -49,6 +49,68 @@ UNAUTHORIZED = -32004
 TLS_MODE = os.environ.get("HARNESSD_TEST_TLS") == "1"
 _tls_pki: Path | None = None
 
+# HARNESSD_TEST_STORE=postgres runs the suites against --store postgres: one
+# private PostgreSQL per process (pg_server.PgServer), one database per
+# session root (a daemon restarted on the same root finds its sessions), and
+# d.log_path(ID) reads the session back from the database in the jsonl
+# format, so read_log() and wait_for_log() check the same bytes.
+PG_MODE = os.environ.get("HARNESSD_TEST_STORE") == "postgres"
+_pg_server = None
+_pg_databases: dict[str, str] = {}
+
+
+def pg_server():
+    global _pg_server
+    if _pg_server is None:
+        from pg_server import PgServer
+        _pg_server = PgServer()
+    return _pg_server
+
+
+def pg_database_for(session_root: Path) -> str:
+    """The database that stands for a session root in PG_MODE (created on first use)."""
+    key = str(Path(session_root).resolve())
+    if key not in _pg_databases:
+        name = f"r{len(_pg_databases) + 1}_{os.getpid()}"
+        pg_server().create_database(name)
+        _pg_databases[key] = name
+    return _pg_databases[key]
+
+
+class PgLog:
+    """A session of the postgres store seen as its jsonl log (header line, then one
+    line per event), for read_log(), wait_for_log() and tests that read lines."""
+
+    def __init__(self, database: str, session_id: str):
+        self.database = database
+        self.session_id = session_id
+
+    def __repr__(self) -> str:
+        return f"<session {self.session_id!r} in database {self.database}>"
+
+    def _literal(self) -> str:
+        return "'" + self.session_id.replace("'", "''") + "'"
+
+    def exists(self) -> bool:
+        rows = pg_server().psql(f"SELECT count(*) FROM harnessd_sessions WHERE id = {self._literal()}",
+                                db=self.database)
+        return rows == ["1"]
+
+    def read_bytes(self) -> bytes:
+        # One row per line: the header, then the events in seq order.
+        sql = (f"SELECT line FROM (SELECT -1 AS seq, header AS line FROM harnessd_sessions WHERE id = {self._literal()} "
+               f"UNION ALL SELECT seq, event FROM harnessd_events WHERE session_id = {self._literal()}) AS t "
+               f"ORDER BY seq")
+        lines = pg_server().psql(sql, db=self.database)
+        if not lines:
+            raise FileNotFoundError(repr(self))
+        return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
+def _log_file(path) -> Any:
+    """A log to read: a PgLog as it is, anything else as a Path."""
+    return path if isinstance(path, PgLog) else Path(path)
+
 
 def openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
@@ -421,6 +483,9 @@ class Daemon:
         cmd += list(args)
         if TLS_MODE and not stdio:
             cmd = tls_args(cmd)
+        if PG_MODE and "--store" not in cmd:
+            self.pg_database = pg_database_for(self.session_root)
+            cmd += ["--store", "postgres", "--postgres-url", pg_server().url(self.pg_database)]
         self.cmd = cmd
         proc_env = None
         if env is not None:
@@ -618,6 +683,8 @@ class Daemon:
 
     # -- session logs -----------------------------------------------------
     def log_path(self, session_id: str) -> Path:
+        if PG_MODE and hasattr(self, "pg_database"):
+            return PgLog(self.pg_database, session_id)
         return log_path(self.session_root, session_id)
 
 
@@ -676,7 +743,7 @@ def log_path(root: Path, session_id: str) -> Path:
 
 def read_log(path: Path) -> tuple[dict, list[dict]]:
     """Header and events of a session log; every line must be complete JSON."""
-    raw = Path(path).read_bytes()
+    raw = _log_file(path).read_bytes()
     assert raw.endswith(b"\n"), f"{path}: log does not end with a newline: {raw[-200:]!r}"
     lines = raw.split(b"\n")[:-1]
     objs = []
@@ -696,7 +763,7 @@ def wait_for_log(path: Path, pred: Callable[[list[dict]], bool], timeout: float 
     events: list[dict] = []
     while time.monotonic() < deadline:
         try:
-            raw = Path(path).read_bytes()
+            raw = _log_file(path).read_bytes()
             lines = [ln for ln in raw.split(b"\n")[1:] if ln]
             events = []
             for ln in lines:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harnessd_helpers import (check_contiguous, check_event, check_turn, chunk_bytes, final_text, is_notification,
+from harnessd_helpers import (PG_MODE, check_contiguous, check_event, check_turn, chunk_bytes, final_text, is_notification,
                               is_response, read_log, result_of, text_deltas)
 
 OK = {"status": "ok", "reason": {"kind": "completed"}}
@@ -168,6 +168,7 @@ def test_longest_session_id(tcp_daemon):
     assert events[0]["seq"] == 10
 
 
+@pytest.mark.skipif(PG_MODE, reason="about jsonl files on disk")
 def test_session_id_file_name_encoding(tcp_daemon):
     c = tcp_daemon.connect()
     c.initialize()

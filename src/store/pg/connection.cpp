@@ -20,9 +20,14 @@ struct ResultDeleter {
 };
 using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
 
+/// libpq's message on one line (it ends lines with "\n" and indents hints with "\t").
 std::string trimmed(const char* message) {
-  std::string out = message != nullptr ? message : "";
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  std::string out;
+  for (const char* p = message != nullptr ? message : ""; *p != '\0'; ++p) {
+    const char c = (*p == '\n' || *p == '\t') ? ' ' : *p;
+    if (c != ' ' || (!out.empty() && out.back() != ' ')) out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 

@@ -1,0 +1,710 @@
+"""The postgres store as a cluster: several harnessd nodes on one PostgreSQL
+database (`--store postgres --postgres-url URL --node-id ID --lease-ttl-ms MS
+--postgres-pool N`), black-box through the wire protocol and the database.
+
+What is checked:
+- the schema the daemon creates (harnessd_sessions, harnessd_events,
+  harnessd_schema), also when two nodes start at once on an empty database;
+- a session runs on one node at a time: the other node answers -32001 with
+  data.node, the node holding the session's lease;
+- a session moves between nodes and keeps its history (turn numbers, seq);
+- a node killed mid-turn: its lease blocks the session until --lease-ttl-ms,
+  then the next node closes the dead turn (turn/end `interrupted`) and goes
+  on; every event the dead node's client saw is in the database, byte for
+  byte (notifications follow commits; also checked on fast streams of
+  several sessions);
+- fencing: a node frozen (SIGSTOP) past its lease has its late writes refused
+  (its turn ends status error, reason.code STORE) and nothing of it lands
+  among the new owner's events;
+- a database restart mid-turn: the turns in flight end error/STORE, bounded;
+  the daemon reconnects by itself;
+- session/cancel sent to another node reaches the node running the turn;
+- /healthz reports the database.
+
+Each test gets a fresh database (the pg_db fixture, conftest.py) on one
+PostgreSQL server per run (pg_server.PgServer). Needs PostgreSQL
+(scripts/install-deps.sh); fails, never skips, without it.
+
+    HARNESSD_BIN=build/harnessd /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration/test_postgres.py
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import time
+
+import pytest
+
+from harnessd_helpers import (SESSION_BUSY, Daemon, TLS_MODE, check_contiguous, check_event, check_turn, error_of,
+                              final_text, is_notification, result_of, suite_tls_context, text_deltas)
+
+OK = {"status": "ok", "reason": {"kind": "completed"}}
+CANCELLED = {"kind": "aborted", "reason": "cancelled"}
+INTERRUPTED = {"kind": "interrupted"}
+LONG = "@delay 20\n@chunks 500 8"   # about 10 s of streaming unless stopped
+RACE = "@delay 25\n@chunks 40 8"    # about 1 s: long enough for two prompts to overlap
+TURN_TIMEOUT = 30.0                 # bound of any one prompt's answer
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+def node_args(db, node_id: str, ttl_ms: int, pool: int, ws: bool) -> list[str]:
+    args = ["--store", "postgres", "--postgres-url", db.url, "--node-id", node_id,
+            "--lease-ttl-ms", str(ttl_ms), "--postgres-pool", str(pool)]
+    return args + (["--listen", "ws://127.0.0.1:0"] if ws else [])
+
+
+def start_node(spawn, db, node_id: str, *, ttl_ms: int = 3000, pool: int = 4, ws: bool = False,
+               extra: tuple[str, ...] = ()):
+    """A harnessd node on database `db` (also a ws:// listener with ws=True)."""
+    d = spawn(args=node_args(db, node_id, ttl_ms, pool, ws) + list(extra))
+    d.node_id = node_id
+    if ws:
+        urls = [u for u in d.listen if u.startswith("ws://")]
+        assert len(urls) == 1, f"ready file lists no ws:// listener: {d.listen}"
+        d.ws_port = int(urls[0].rsplit(":", 1)[1])
+    return d
+
+
+class _Unwaited(Daemon):
+    """A Daemon whose constructor does not wait for its ready file."""
+
+    def _wait_ready(self, timeout: float) -> None:
+        pass
+
+
+def start_nodes_at_once(spawn, db, node_ids: list[str], *, ttl_ms: int = 3000, pool: int = 4) -> list:
+    """Start several nodes together (all processes first, then wait for each one's ready file).
+    From this thread: the daemons die with the thread that started them (PR_SET_PDEATHSIG)."""
+    nodes = []
+    for node_id in node_ids:
+        d = _Unwaited(spawn.tmp_path / "sessions", args=node_args(db, node_id, ttl_ms, pool, False),
+                      workdir=spawn.tmp_path)
+        spawn.daemons.append(d)  # killed at teardown like every spawned daemon
+        d.node_id = node_id
+        nodes.append(d)
+    for d in nodes:
+        Daemon._wait_ready(d, 30)
+    return nodes
+
+
+def client(d):
+    c = d.connect()
+    c.initialize()
+    return c
+
+
+def sql_literal(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def db_rows(db, sid: str) -> list[tuple[int, bytes]]:
+    """(seq, event bytes) of session sid in harnessd_events, by seq."""
+    rows = db.psql(f"select seq, encode(convert_to(event::text, 'UTF8'), 'hex') from harnessd_events "
+                   f"where session_id = {sql_literal(sid)} order by seq")
+    out = []
+    for r in rows:
+        seq, hexed = r.split("|")
+        out.append((int(seq), bytes.fromhex(hexed)))
+    return out
+
+
+def db_events(db, sid: str) -> list[dict]:
+    """The events of sid in the database: valid, their seq column is their seq, contiguous from 0."""
+    rows = db_rows(db, sid)
+    assert rows, f"no events of {sid} in harnessd_events"
+    events = []
+    for seq, raw in rows:
+        assert b"\n" not in raw, f"event {seq} of {sid} is not one compact line: {raw[:200]!r}"
+        ev = json.loads(raw)
+        check_event(ev)
+        assert ev["seq"] == seq, f"row seq {seq} holds event {ev}"
+        events.append(ev)
+    check_contiguous(events, first_seq=0)
+    return events
+
+
+def db_session(db, sid: str) -> dict:
+    cols = ["last_seq", "lease_owner", "lease_epoch"]
+    rows = db.psql(f"select {', '.join(f'coalesce({c}::text, {sql_literal(chr(0x2205))})' for c in cols)} "
+                   f"from harnessd_sessions where id = {sql_literal(sid)}")
+    assert len(rows) == 1, f"harnessd_sessions rows of {sid}: {rows}"
+    return {c: (None if v == "\u2205" else v) for c, v in zip(cols, rows[0].split("|"))}
+
+
+def notified(conn, sid: str, start: int = 0) -> list[tuple[dict, bytes]]:
+    """session.event notifications of sid this connection received: (event, raw frame)."""
+    out = []
+    for f in conn.frames[start:]:
+        o = f.obj
+        if is_notification(o, "session.event") and o["params"]["sessionId"] == sid:
+            out.append((o["params"]["event"], f.raw))
+    return out
+
+
+def assert_seen_in_db(conn, sid: str, rows: list[tuple[int, bytes]]) -> int:
+    """Every event of sid the connection was notified of is in the database, byte for byte. Their number."""
+    by_seq = dict(rows)
+    seen = notified(conn, sid)
+    for ev, raw in seen:
+        seq = ev["seq"]
+        assert seq in by_seq, (f"{conn.name} was notified of {sid} seq {seq} ({ev['type']}), "
+                               f"which is not in harnessd_events (last there: {max(by_seq, default=None)})")
+        assert by_seq[seq] in raw, (f"{sid} seq {seq}: harnessd_events holds {by_seq[seq][:300]!r}, "
+                                    f"the notification was {raw[:400]!r}")
+        assert json.loads(by_seq[seq]) == ev
+    return len(seen)
+
+
+def count_deltas(conn, sid: str) -> int:
+    return sum(1 for ev, _ in notified(conn, sid)
+               if ev["type"] == "assistant/chunk" and ev["data"]["chunk"]["type"] == "text-delta")
+
+
+def wait_deltas(conn, sid: str, n: int, timeout: float = 15.0) -> None:
+    conn.reader.wait(lambda: count_deltas(conn, sid) >= n, timeout)
+    assert count_deltas(conn, sid) >= n, (f"{conn.name}: fewer than {n} text deltas of {sid} within {timeout}s; "
+                                          f"last frames: {conn.frames[-3:]}{conn.diag()}")
+
+
+def is_busy(resp: dict) -> bool:
+    return "error" in resp and resp["error"].get("code") == SESSION_BUSY
+
+
+def is_store_error(resp: dict) -> bool:
+    """A prompt's answer: result status error with reason.code STORE."""
+    res = resp.get("result")
+    return (isinstance(res, dict) and res.get("status") == "error" and isinstance(res.get("reason"), dict)
+            and res["reason"].get("code") == "STORE")
+
+
+def assert_busy(resp: dict, sid: str, owner: str) -> None:
+    err = error_of(resp)
+    assert err["code"] == SESSION_BUSY, resp
+    data = err.get("data")
+    assert isinstance(data, dict) and data.get("sessionId") == sid and data.get("node") == owner, (
+        f"-32001 must name the session and the node holding it ({owner!r}): {resp}")
+
+
+def prompt_when_free(conn, sid: str, text: str, within: float, owner: str | None = None):
+    """Prompt, again every 100 ms while the answer is -32001 (at most `within` seconds).
+    Returns (response, events before it, -32001 answers seen)."""
+    deadline = time.monotonic() + within
+    busy = 0
+    while True:
+        resp, events = conn.run_prompt(sid, text, timeout=TURN_TIMEOUT)
+        if not is_busy(resp) or time.monotonic() > deadline:
+            return resp, events, busy
+        if owner is not None:
+            assert_busy(resp, sid, owner)
+        busy += 1
+        time.sleep(0.1)
+
+
+def prompt_until_ok(conn, sid: str, text: str, within: float):
+    """Prompt until the answer is ok (the daemon reconnecting to the database). (response, events, attempts)."""
+    deadline = time.monotonic() + within
+    attempts = 0
+    while True:
+        attempts += 1
+        resp, events = conn.run_prompt(sid, text, timeout=TURN_TIMEOUT)
+        if resp.get("result") == OK or time.monotonic() > deadline:
+            return resp, events, attempts
+        time.sleep(0.25)
+
+
+def turn_from(events: list[dict], turn: int) -> list[dict]:
+    """The events from turn `turn`'s turn/start on."""
+    for i, e in enumerate(events):
+        if e["type"] == "turn/start" and e["data"]["turn"] == turn:
+            return events[i:]
+    raise AssertionError(f"no turn/start of turn {turn} in {[e['type'] for e in events]}")
+
+
+def last_turn(events: list[dict]) -> list[dict]:
+    """The events from the last turn/start on."""
+    starts = [i for i, e in enumerate(events) if e["type"] == "turn/start"]
+    assert starts, f"no turn/start in {[e['type'] for e in events]}"
+    return events[starts[-1]:]
+
+
+def check_turns_closed(events: list[dict]) -> list[list[dict]]:
+    """The events split into turns; every turn starts with turn/start and ends with its turn/end."""
+    turns: list[list[dict]] = []
+    for e in events:
+        if e["type"] == "turn/start":
+            assert not turns or turns[-1][-1]["type"] == "turn/end", (
+                f"turn/start at seq {e['seq']} while turn {turns[-1][0]['data']['turn']} is open")
+            assert e["data"]["turn"] == len(turns), f"turn number {e['data']['turn']}, expected {len(turns)}"
+            turns.append([e])
+        else:
+            assert turns, f"event before any turn/start: {e}"
+            turns[-1].append(e)
+    assert turns and turns[-1][-1]["type"] == "turn/end", "the last turn is open"
+    for t in turns:
+        assert t[-1]["data"]["turn"] == t[0]["data"]["turn"], t[-1]
+    return turns
+
+
+def all_events(conn, sid: str) -> tuple[list[dict], list[bytes]]:
+    """session/events of sid from the start, every page: the events and each page's raw response frame."""
+    out, raws, after = [], [], -1
+    for _ in range(100):
+        rid = conn.request("session/events", {"sessionId": sid, "afterSeq": after, "limit": 1000})
+        idx, resp = conn.response_index(rid, timeout=TURN_TIMEOUT)
+        page = result_of(resp)
+        out += page["events"]
+        raws.append(conn.frames[idx].raw)
+        if not page["events"] or not page["more"]:
+            return out, raws
+        after = page["events"][-1]["seq"]
+    raise AssertionError("session/events: more than 100 pages")
+
+
+def http_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    if TLS_MODE:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=suite_tls_context())
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def healthz(d) -> tuple[int, dict]:
+    status, body = http_get(d.ws_port, "/healthz")
+    return status, json.loads(body)
+
+
+def wait_healthz(d, pred, timeout: float, what: str) -> tuple[int, dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status, h = healthz(d)
+        if pred(status, h):
+            return status, h
+        if time.monotonic() > deadline:
+            raise AssertionError(f"/healthz: not {what} within {timeout}s; last: {status} {h}{d.diag()}")
+        time.sleep(0.1)
+
+
+def freeze_outside_transaction(d, db, attempts: int = 20) -> int:
+    """SIGSTOP d at a moment when none of the database's sessions is idle in a transaction
+    (so the frozen node holds no row lock that would block the other node: this test is
+    about fencing, not about that). The attempt that succeeded."""
+    for attempt in range(1, attempts + 1):
+        d.signal(signal.SIGSTOP)
+        time.sleep(0.05)  # statements in flight finish
+        open_txns = db.psql("select count(*) from pg_stat_activity where datname = current_database() "
+                            "and state like 'idle in transaction%'")
+        if open_txns == ["0"]:
+            return attempt
+        d.signal(signal.SIGCONT)
+        time.sleep(0.03)
+    raise AssertionError(f"{d.node_id} was inside an open transaction at each of {attempts} freezes: "
+                         f"does it keep a transaction open while it waits (e.g. for the model)?")
+
+
+@pytest.fixture
+def db_up(pg_server):
+    """For tests that stop the database: it is running again afterwards, whatever happened."""
+    yield pg_server
+    if not pg_server.running():
+        pg_server.start()
+
+
+# ---------------------------------------------------------------------------
+# schema
+
+
+SESSIONS_COLUMNS = {"id": "text", "header": "text", "created_at": "bigint", "cwd": "text", "parent_id": "text",
+                    "depth": "integer", "last_seq": "bigint", "turns": "bigint", "updated_at": "bigint",
+                    "lease_owner": "text", "lease_until": "timestamp with time zone", "lease_epoch": "bigint"}
+EVENTS_COLUMNS = {"session_id": "text", "seq": "bigint", "event": "text"}
+
+
+def columns(db, table: str) -> dict[str, str]:
+    rows = db.psql("select column_name, data_type from information_schema.columns "
+                   f"where table_schema = current_schema() and table_name = {sql_literal(table)}")
+    return dict(r.split("|") for r in rows)
+
+
+def test_two_nodes_create_the_schema_at_once_and_restart_on_it(spawn, pg_db):
+    a, b = start_nodes_at_once(spawn, pg_db, ["node-a", "node-b"])
+    assert pg_db.psql("select count(*) from harnessd_schema") == ["1"], "one schema version row"
+    version = pg_db.psql("select version from harnessd_schema")[0]
+    assert int(version) >= 1, version
+    for table, expected in (("harnessd_sessions", SESSIONS_COLUMNS), ("harnessd_events", EVENTS_COLUMNS)):
+        got = columns(pg_db, table)
+        missing = {k: v for k, v in expected.items() if got.get(k) != v}
+        assert not missing, f"{table}: columns {missing} missing or of another type; the table has {got}"
+    pk = pg_db.psql("select a.attname from pg_index i join pg_attribute a on a.attrelid = i.indrelid "
+                    "and a.attnum = any(i.indkey) where i.indrelid = 'harnessd_events'::regclass and i.indisprimary "
+                    "order by array_position(i.indkey::int2[], a.attnum)")
+    assert pk == ["session_id", "seq"], f"primary key of harnessd_events: {pk}"
+
+    ca, cb = client(a), client(b)
+    resp, events = ca.run_prompt("s", "@reply one", timeout=TURN_TIMEOUT)
+    assert result_of(resp) == OK
+    check_turn(events, turn=0)
+    resp, _ = cb.run_prompt("t", "@reply two", timeout=TURN_TIMEOUT)
+    assert result_of(resp) == OK
+
+    # A node restarted on the existing schema keeps it (and the sessions).
+    a.terminate()
+    a2 = start_node(spawn, pg_db, "node-a")
+    assert pg_db.psql("select count(*) from harnessd_schema") == ["1"]
+    assert pg_db.psql("select version from harnessd_schema") == [version]
+    c2 = client(a2)
+    resp, events2 = c2.run_prompt("s", "@reply again", timeout=TURN_TIMEOUT)
+    assert result_of(resp) == OK
+    check_turn(events2, turn=1)
+    assert events2[0]["seq"] == events[-1]["seq"] + 1
+    rows = db_rows(pg_db, "s")
+    assert [json.loads(r) for _, r in rows] == events + events2
+    assert db_session(pg_db, "s")["last_seq"] == str(events2[-1]["seq"])
+
+
+# ---------------------------------------------------------------------------
+# one node at a time
+
+
+def test_one_session_runs_on_one_node_at_a_time(spawn, pg_db):
+    a, b = start_node(spawn, pg_db, "node-a", ttl_ms=5000), start_node(spawn, pg_db, "node-b", ttl_ms=5000)
+    ca, cb = client(a), client(b)
+    nodes = [(a, ca), (b, cb)]
+    notified_turns: dict[str, list[dict]] = {}
+    winners = []
+    # New sessions, then a session that already has a turn.
+    for rnd, sid in enumerate(["race-0", "race-1", "race-2", "race-0"]):
+        order = nodes if rnd % 2 == 0 else nodes[::-1]
+        starts = {d.node_id: len(c.frames) for d, c in nodes}
+        rids = {}
+        for d, c in order:  # back to back: both prompts are in flight together
+            rids[d.node_id] = c.prompt(sid, RACE)
+        resps = {d.node_id: c.response(rids[d.node_id], timeout=TURN_TIMEOUT) for d, c in nodes}
+        ran = [n for n, r in resps.items() if "result" in r]
+        assert len(ran) == 1, f"round {rnd} ({sid}): exactly one node must run the prompt: {resps}"
+        winner = ran[0]
+        loser = "node-b" if winner == "node-a" else "node-a"
+        winners.append(winner)
+        assert result_of(resps[winner]) == OK
+        assert_busy(resps[loser], sid, winner)
+        lc = ca if loser == "node-a" else cb
+        assert not notified(lc, sid, starts[loser]), f"{loser} was refused {sid} but notified events of it"
+        wc = ca if winner == "node-a" else cb
+        turn = [ev for ev, _ in notified(wc, sid, starts[winner])]
+        check_turn(turn, turn=1 if sid in notified_turns else 0)
+        assert len(text_deltas(turn)) == 40
+        notified_turns.setdefault(sid, []).extend(turn)
+    print(f"\nwinners of the four races: {winners}")
+
+    for sid, turns in notified_turns.items():
+        events = db_events(pg_db, sid)
+        assert events == turns, f"{sid}: harnessd_events differs from what the winners notified"
+        check_turns_closed(events)
+        for c in (ca, cb):
+            assert_seen_in_db(c, sid, db_rows(pg_db, sid))
+        assert db_session(pg_db, sid)["last_seq"] == str(events[-1]["seq"])
+
+
+def test_session_moves_between_nodes_with_its_history(spawn, pg_db):
+    # A long TTL: the session must be free as soon as a turn settles, not when a lease runs out.
+    a = start_node(spawn, pg_db, "node-a", ttl_ms=10000)
+    b = start_node(spawn, pg_db, "node-b", ttl_ms=10000)
+    ca, cb = client(a), client(b)
+
+    resp, ev_a = ca.run_prompt("mv", "@chunks 5 3", timeout=TURN_TIMEOUT)
+    assert result_of(resp) == OK
+    check_turn(ev_a, turn=0)
+    assert ev_a[0]["seq"] == 0
+
+    resp, ev_b, busy = prompt_when_free(cb, "mv", "hello from b", within=2.0, owner="node-a")
+    assert resp.get("result") == OK, f"node-b could not take the idle session over: {resp}"
+    check_turn(ev_b, turn=1)
+    assert ev_b[0]["seq"] == ev_a[-1]["seq"] + 1
+    assert final_text(ev_b) == "echo: hello from b"
+
+    # node-b serves node-a's history, byte for byte what is stored.
+    history, raws = all_events(cb, "mv")
+    assert history == ev_a + ev_b
+    rows = db_rows(pg_db, "mv")
+    assert [json.loads(r) for _, r in rows] == history
+    joined = b"".join(raws)
+    for seq, raw in rows:
+        assert raw in joined, f"session/events on node-b does not carry event {seq} as stored: {raw[:200]!r}"
+
+    # And back: node-a must not go on from its own stale view of the session.
+    resp, ev_a2, busy2 = prompt_when_free(ca, "mv", "back on a", within=2.0, owner="node-b")
+    assert resp.get("result") == OK, f"node-a could not take the session back: {resp}"
+    check_turn(ev_a2, turn=2)
+    assert ev_a2[0]["seq"] == ev_b[-1]["seq"] + 1
+    print(f"\n-32001 answers while the session moved: to node-b {busy}, back to node-a {busy2}")
+
+    events = db_events(pg_db, "mv")
+    assert events == ev_a + ev_b + ev_a2
+    check_turns_closed(events)
+    assert db_session(pg_db, "mv")["last_seq"] == str(events[-1]["seq"])
+
+
+# ---------------------------------------------------------------------------
+# a node dies / freezes
+
+
+def test_killed_node_lease_expires_and_the_turn_is_closed_interrupted(spawn, pg_db):
+    ttl_ms = 3000
+    a = start_node(spawn, pg_db, "node-a", ttl_ms=ttl_ms)
+    b = start_node(spawn, pg_db, "node-b", ttl_ms=ttl_ms)
+    ca, cb = client(a), client(b)
+
+    ca.prompt("k", LONG)
+    wait_deltas(ca, "k", 5)
+    a.signal(signal.SIGKILL)
+    killed = time.monotonic()
+    a.wait_exit()
+    seen_a = [ev for ev, _ in notified(ca, "k")]
+    assert seen_a and [e["seq"] for e in seen_a] == list(range(len(seen_a))), "node-a's client saw a gap"
+
+    # Within the TTL the dead node still holds the session.
+    resp, _ = cb.run_prompt("k", "@reply too early", timeout=TURN_TIMEOUT)
+    early = time.monotonic() - killed
+    assert early < ttl_ms / 2000, f"the first prompt on node-b took {early:.2f}s: too slow to check the TTL"
+    assert_busy(resp, "k", "node-a")
+
+    # Then node-b takes it over: the dead turn is closed, seq goes on.
+    resp, ev_b, busy = prompt_when_free(cb, "k", "@reply b took over", within=ttl_ms / 1000 + 10, owner="node-a")
+    took = time.monotonic() - killed
+    assert resp.get("result") == OK, f"node-b did not take the session over after the TTL: {resp}"
+    print(f"\nnode-b ran the session {took:.2f}s after node-a was killed (TTL {ttl_ms} ms; {busy + 1} -32001 answers)")
+    assert took >= ttl_ms / 1000 * 0.5, f"node-b ran the session {took:.2f}s after the kill, well before the TTL"
+    turn_b = turn_from(ev_b, 1)
+    check_turn(turn_b, turn=1)
+    assert final_text(turn_b) == "b took over"
+
+    rows = db_rows(pg_db, "k")
+    events = db_events(pg_db, "k")
+    # every event node-a's client saw is stored, byte for byte; node-a may have committed a few more
+    assert assert_seen_in_db(ca, "k", rows) == len(seen_a)
+    assert events[:len(seen_a)] == seen_a
+    end0 = next(i for i, e in enumerate(events) if e["type"] == "turn/end")
+    assert end0 >= len(seen_a)
+    assert events[end0]["data"] == {"turn": 0, "reason": INTERRUPTED}, events[end0]
+    check_turn(events[:end0 + 1], turn=0)
+    assert events[end0 + 1:] == turn_b, "after the interrupted turn/end comes node-b's turn, nothing else"
+    check_turns_closed(events)
+    assert_seen_in_db(cb, "k", rows)
+    assert db_session(pg_db, "k")["last_seq"] == str(events[-1]["seq"])
+
+
+def test_kill_mid_stream_loses_no_notified_event(spawn, pg_db):
+    """Notifications follow commits: after kill -9 every event a client saw is stored."""
+    a = start_node(spawn, pg_db, "node-a")
+    c = client(a)
+    sids = [f"stream-{i}" for i in range(4)]
+    for sid in sids:
+        c.prompt(sid, "@delay 1\n@chunks 5000 8")
+    for sid in sids:
+        wait_deltas(c, sid, 100)
+    a.signal(signal.SIGKILL)
+    a.wait_exit()
+    total = 0
+    for sid in sids:
+        rows = db_rows(pg_db, sid)
+        events = db_events(pg_db, sid)
+        seen = assert_seen_in_db(c, sid, rows)
+        assert events[0]["type"] == "turn/start" and not any(e["type"] == "turn/end" for e in events)
+        total += seen
+    print(f"\n{total} events notified before the kill, all of them stored")
+
+
+def test_frozen_node_is_fenced_off_after_its_lease_is_taken_over(spawn, pg_db):
+    ttl_ms = 1500
+    a = start_node(spawn, pg_db, "node-a", ttl_ms=ttl_ms)
+    b = start_node(spawn, pg_db, "node-b", ttl_ms=ttl_ms)
+    ca, cb = client(a), client(b)
+    epoch0 = None
+
+    pa = ca.prompt("f", LONG)
+    wait_deltas(ca, "f", 5)
+    freezes = freeze_outside_transaction(a, pg_db)
+    try:
+        stopped = time.monotonic()
+        epoch0 = db_session(pg_db, "f")["lease_epoch"]
+        time.sleep(ttl_ms / 1000 + 1.0)
+        resp, ev_b, busy = prompt_when_free(cb, "f", "@reply b owns it now", within=10, owner="node-a")
+        assert resp.get("result") == OK, f"node-b did not take over the frozen node's session: {resp}"
+        print(f"\nnode-b ran the session {time.monotonic() - stopped:.2f}s after node-a froze "
+              f"(TTL {ttl_ms} ms; {busy} -32001 answers; frozen at attempt {freezes})")
+        turn_b = turn_from(ev_b, 1)
+        check_turn(turn_b, turn=1)
+        stored_before = db_rows(pg_db, "f")
+    finally:
+        a.signal(signal.SIGCONT)
+
+    # node-a wakes up: its writes are refused, its turn ends in error STORE.
+    resp_a = ca.response(pa, timeout=TURN_TIMEOUT)
+    assert is_store_error(resp_a), f"the fenced node's turn must end status error, reason.code STORE: {resp_a}"
+    res = resp_a["result"]
+    print(f"fenced turn on node-a: {res}")
+    assert a.proc.poll() is None, f"node-a died after being fenced{a.diag()}"
+
+    rows = db_rows(pg_db, "f")
+    assert rows == stored_before, "node-a wrote to the session after node-b took it over"
+    events = db_events(pg_db, "f")
+    # node-a's committed prefix, node-b's interrupted turn/end for it, node-b's turn
+    start_b = next(i for i, e in enumerate(events) if e["type"] == "turn/start" and e["data"]["turn"] == 1)
+    assert events[start_b:] == turn_b, "only node-b's turn follows its turn/start"
+    assert events[start_b - 1]["type"] == "turn/end"
+    assert events[start_b - 1]["data"] == {"turn": 0, "reason": INTERRUPTED}, events[start_b - 1]
+    check_turn(events[:start_b], turn=0)
+    assert sum(e["type"] == "turn/end" for e in events[:start_b]) == 1
+    check_turns_closed(events)
+    # notifications follow commits: node-a's client saw nothing that is not stored, before or after SIGCONT
+    n_seen = assert_seen_in_db(ca, "f", rows)
+    assert n_seen >= 5
+    assert all(ev["seq"] < start_b - 1 for ev, _ in notified(ca, "f")), "node-a notified an event of node-b's range"
+    assert_seen_in_db(cb, "f", rows)
+    sess = db_session(pg_db, "f")
+    assert sess["last_seq"] == str(events[-1]["seq"])
+    if epoch0 is not None and sess["lease_epoch"] is not None:
+        assert int(sess["lease_epoch"]) > int(epoch0), f"lease epoch {epoch0} -> {sess['lease_epoch']}"
+
+    # node-a is usable and goes on from the stored history, not from its stale view.
+    resp, ev_a2, busy2 = prompt_when_free(ca, "f", "@reply a again", within=ttl_ms / 1000 + 5, owner="node-b")
+    assert resp.get("result") == OK, f"node-a could not run the session after the fence: {resp}"
+    check_turn(ev_a2, turn=2)
+    assert ev_a2[0]["seq"] == events[-1]["seq"] + 1
+    assert db_events(pg_db, "f") == events + ev_a2
+
+
+# ---------------------------------------------------------------------------
+# the database goes away
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_database_restart_mid_turn_fails_the_turns_then_reconnects(spawn, pg_db, db_up, mode):
+    pg = db_up
+    a = start_node(spawn, pg_db, "node-a", ttl_ms=3000)
+    c = client(a)
+    sids = [f"load-{i}" for i in range(4)]
+    rids = {sid: c.prompt(sid, LONG) for sid in sids}
+    for sid in sids:
+        wait_deltas(c, sid, 3)
+
+    stopped = time.monotonic()
+    pg.stop(mode)
+    try:
+        # The turns in flight end, bounded, in error STORE (not hang, not succeed).
+        for sid in sids:
+            resp = c.response(rids[sid], timeout=TURN_TIMEOUT)
+            assert is_store_error(resp), f"{sid}: expected result status error, reason.code STORE; got {resp}"
+            res = resp["result"]
+        print(f"\n[{mode}] every turn in flight ended error/STORE {time.monotonic() - stopped:.2f}s after the "
+              f"database stopped: {res}")
+        assert a.proc.poll() is None, f"harnessd died with the database{a.diag()}"
+    finally:
+        pg.start()
+
+    # The daemon reconnects by itself: prompts on new sessions (a fresh one per
+    # attempt, so a failed attempt leaves nothing behind) until one runs.
+    back = time.monotonic()
+    deadline = back + 20
+    attempts: list[dict] = []
+    while True:
+        sid = f"after-{len(attempts)}"
+        resp, events = c.run_prompt(sid, "@reply back", timeout=TURN_TIMEOUT)
+        attempts.append(resp)
+        if resp.get("result") == OK or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    assert resp.get("result") == OK, (f"no successful prompt within 20 s of the database's restart; "
+                                   f"answers: {attempts[-3:]}{a.diag()}")
+    print(f"[{mode}] first successful prompt {time.monotonic() - back:.2f}s after the restart "
+          f"({len(attempts)} attempts)")
+    check_turn(events, turn=0)
+    assert db_events(pg_db, sid) == events
+
+    # The sessions whose turns failed go on: their dead turn is closed, seq continues.
+    for sid in sids:
+        resp, ev, tries = prompt_until_ok(c, sid, "@reply resumed", within=10)
+        assert resp.get("result") == OK, f"{sid} after the database restart: {resp}"
+        if tries > 1:
+            print(f"[{mode}] {sid}: {tries} prompts before one ran")
+        turn = last_turn(ev)
+        check_turn(turn)
+        assert final_text(turn) == "resumed"
+        events = db_events(pg_db, sid)
+        turns = check_turns_closed(events)
+        assert turns[-1] == turn
+        assert turns[0][-1]["data"]["reason"]["kind"] != "completed", f"{sid}: turn 0 completed: {turns[0][-1]}"
+        # notifications follow commits: what the client saw before the outage is stored
+        assert assert_seen_in_db(c, sid, db_rows(pg_db, sid)) >= 3 + len(turn)
+
+
+def test_healthz_reports_the_database(spawn, pg_db, db_up):
+    pg = db_up
+    a = start_node(spawn, pg_db, "node-a", ws=True)
+    status, h = healthz(a)
+    assert status == 200 and h.get("status") == "ok" and h.get("database") == "ok", (status, h)
+
+    pg.stop("fast")
+    try:
+        status, h = wait_healthz(a, lambda s, h: h.get("database") != "ok", timeout=15,
+                                 what="reporting the database down")
+        print(f"\n/healthz with the database down: {status} {h}")
+        assert "database" in h and h["database"] != "ok"
+    finally:
+        pg.start()
+    status, h = wait_healthz(a, lambda s, h: s == 200 and h.get("database") == "ok", timeout=20,
+                             what="reporting the database ok again")
+    assert h.get("status") == "ok", h
+    c = client(a)
+    resp, _, _ = prompt_until_ok(c, "h", "@reply fine", within=10)
+    assert result_of(resp) == OK
+
+
+# ---------------------------------------------------------------------------
+# cancel across nodes
+
+
+def test_cancel_sent_to_another_node_stops_the_turn(spawn, pg_db):
+    a = start_node(spawn, pg_db, "node-a")
+    b = start_node(spawn, pg_db, "node-b")
+    ca, cb = client(a), client(b)
+    pa = ca.prompt("x", LONG)
+    wait_deltas(ca, "x", 2)
+
+    sent = time.monotonic()
+    cid = cb.request("session/cancel", {"sessionId": "x"})
+    answer = cb.response(cid, timeout=10)
+    idx, resp_a = ca.response_index(pa, timeout=15)
+    delay = ca.frames[idx].at - sent
+    print(f"\ncancel on node-b -> turn on node-a answered aborted after {delay * 1000:.0f} ms "
+          f"(node-b answered {answer.get('result')})")
+    assert result_of(answer) == {"cancelled": True}
+    assert result_of(resp_a) == {"status": "aborted", "reason": CANCELLED}
+    assert delay < 5.0, f"the cancel took {delay:.2f}s to reach node-a"
+
+    ev_a = [ev for ev, _ in notified(ca, "x")]
+    check_turn(ev_a, turn=0)
+    assert ev_a[-1]["data"]["reason"] == CANCELLED
+    assert len(text_deltas(ev_a)) < 500
+    events = db_events(pg_db, "x")
+    assert events == ev_a
+    assert_seen_in_db(ca, "x", db_rows(pg_db, "x"))
+
+    # The session is idle everywhere now: nothing to cancel, and node-b can run it.
+    cid = cb.request("session/cancel", {"sessionId": "x"})
+    assert result_of(cb.response(cid, timeout=10)) == {"cancelled": False}
+    cid = cb.request("session/cancel", {"sessionId": "never-seen"})
+    assert result_of(cb.response(cid, timeout=10)) == {"cancelled": False}
+    resp, ev_b, _ = prompt_when_free(cb, "x", "@reply next", within=2.0, owner="node-a")
+    assert result_of(resp) == OK
+    check_turn(ev_b, turn=1)
+    assert ev_b[0]["seq"] == ev_a[-1]["seq"] + 1
