@@ -19,6 +19,7 @@
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -219,13 +220,15 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
           break;
         }
         if (!wake) wake = util::Wakeup::create(waiter_executor);
-        pool_waiters.push_back(wake);
+        if (std::find(pool_waiters.begin(), pool_waiters.end(), wake) == pool_waiters.end()) {
+          pool_waiters.push_back(wake);
+        }
       }
       co_await wake->wait();
     }
     std::unique_ptr<Connection> conn;
     try {
-      conn = co_await Connection::open(executor, options.url);
+      conn = co_await Connection::open(executor, options.url, options.lease_ttl);
     } catch (const std::system_error& e) {
       give_back(nullptr);
       set_health(reason_of(e));
@@ -235,7 +238,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
   }
 
   void give_back(std::unique_ptr<Connection> conn) {
-    std::shared_ptr<util::Wakeup> next;
+    std::deque<std::shared_ptr<util::Wakeup>> waiters;
     {
       std::lock_guard lock(pool_mutex);
       if (conn && !conn->broken()) {
@@ -243,12 +246,11 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
       } else {
         --pool_out;
       }
-      if (!pool_waiters.empty()) {
-        next = std::move(pool_waiters.front());
-        pool_waiters.pop_front();
-      }
+      waiters.swap(pool_waiters);
     }
-    if (next) next->notify();
+    // Every waiter looks again: one takes the connection, the others queue
+    // up anew. Waking one alone could wake one that no longer waits.
+    for (const auto& w : waiters) w->notify();
   }
 
   // --- group commit: one writer, many sessions' events per transaction ---
@@ -307,7 +309,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
       std::vector<Result> results;
       std::string broken;
       try {
-        if (!conn || conn->broken()) conn = co_await Connection::open(executor, options.url);
+        if (!conn || conn->broken()) conn = co_await Connection::open(executor, options.url, options.lease_ttl);
         results = co_await conn->run(statements);
       } catch (const std::system_error& e) {
         broken = reason_of(e);
@@ -351,7 +353,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
     asio::steady_timer retry(executor);
     for (;;) {
       try {
-        std::unique_ptr<Connection> conn = co_await Connection::open(executor, options.url);
+        std::unique_ptr<Connection> conn = co_await Connection::open(executor, options.url, options.lease_ttl);
         struct Listening {
           State& state;
           Listening(State& s, Connection* c) : state(s) {

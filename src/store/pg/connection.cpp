@@ -91,13 +91,16 @@ void Connection::fail(std::string_view what) {
   throw std::system_error(errc::unavailable, std::string(what) + ": " + trimmed(PQerrorMessage(conn_)));
 }
 
-asio::awaitable<std::unique_ptr<Connection>> Connection::open(asio::any_io_executor executor, std::string conninfo) {
+asio::awaitable<std::unique_ptr<Connection>> Connection::open(asio::any_io_executor executor, std::string conninfo,
+                                                              std::chrono::milliseconds idle_in_transaction) {
   // Our defaults first; `dbname` last, so what the URL says wins. Keepalives
   // and a user timeout make a vanished server a broken connection, not a
   // wait forever.
+  const std::string options =
+      "-c idle_in_transaction_session_timeout=" + std::to_string(idle_in_transaction.count());
   const char* keys[] = {"application_name", "keepalives_idle", "keepalives_interval", "keepalives_count",
-                        "tcp_user_timeout", "dbname", nullptr};
-  const char* values[] = {"harnessd", "5", "2", "3", "10000", conninfo.c_str(), nullptr};
+                        "tcp_user_timeout", "options", "dbname", nullptr};
+  const char* values[] = {"harnessd", "5", "2", "3", "10000", options.c_str(), conninfo.c_str(), nullptr};
   pg_conn* raw = PQconnectStartParams(keys, values, 1);
   if (raw == nullptr) throw std::system_error(errc::unavailable, "PostgreSQL: out of memory");
   std::unique_ptr<Connection> conn(new Connection(executor, raw));

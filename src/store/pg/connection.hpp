@@ -7,6 +7,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -44,10 +45,14 @@ struct Notification {
 class Connection {
  public:
   /// Connects (PQconnectStart/PQconnectPoll). `conninfo` is a libpq URI or
-  /// key=value string; empty takes the PG* environment variables. Throws
+  /// key=value string; empty takes the PG* environment variables. The server
+  /// ends a transaction of this connection left open longer than
+  /// `idle_in_transaction` (a node frozen mid-commit must not hold row locks
+  /// that the next lease owner waits for). Throws
   /// std::system_error(errc::unavailable) with libpq's message.
   static boost::asio::awaitable<std::unique_ptr<Connection>> open(boost::asio::any_io_executor executor,
-                                                                  std::string conninfo);
+                                                                  std::string conninfo,
+                                                                  std::chrono::milliseconds idle_in_transaction);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
