@@ -5,7 +5,7 @@ listener the ConfigMap's harnessd.toml configures (on all interfaces, where
 the kubelet reaches it); the grace period covers preStop + drain-timeout-ms +
 shutdown-grace-ms, and liveness cannot restart a draining pod; the config is
 mounted where --config reads it; every config key and every argument is a
-harnessd flag (or one being built: deploy_common.PENDING_FLAGS); selectors,
+harnessd flag; selectors,
 Services, the Ingress backend, its WebSocket timeouts and the
 PodDisruptionBudget fit together.
 

@@ -16,18 +16,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = REPO_ROOT / "deploy"
 INTEGRATION = REPO_ROOT / "tests" / "integration"
 
-# Flags of the network-daemon work that a binary may not list yet; every
-# other key of a config file must be a flag of `harnessd --help`.
-PENDING_FLAGS = {"config", "drain-timeout-ms", "tls-cert", "tls-key",
-                 # The PostgreSQL store (deploy/cluster, deploy/k8s/cluster) is
-                 # being built: the examples use these before every binary has
-                 # them. Drop them here once `harnessd --help` lists them.
-                 "postgres-url", "postgres-pool", "node-id", "lease-ttl-ms"}
-# Values of choice flags (`--store TEXT:{jsonl,memory}`) a binary may not
-# accept yet, for the same reason.
-PENDING_VALUES = {"store": {"postgres"}}
-# What the spec promises when the binary cannot tell.
-SPEC_DEFAULTS = {"drain-timeout-ms": 30000, "postgres-pool": 4, "lease-ttl-ms": 10000}
+# Every key of a config file and every argument of a manifest must be a
+# flag of `harnessd --help` (and a choice flag's value one it lists): the
+# examples are checked against the daemon, not against a copied list.
 SCHEMES = ("ws", "wss", "tcp", "tls")
 
 
@@ -63,28 +54,25 @@ def flags() -> dict[str, str]:
 
 
 def known_keys() -> set[str]:
-    return set(flags()) | PENDING_FLAGS
+    return set(flags())
 
 
 def default(flag: str) -> int:
-    """The numeric default `--help` shows for a flag (`=60000`), else the spec's."""
+    """The numeric default `--help` shows for a flag (`=60000`)."""
     entry = flags().get(flag)
     if entry is not None:
         m = re.search(r"=(\d+)\b", entry)
         if m:
             return int(m.group(1))
-    if flag in SPEC_DEFAULTS:
-        return SPEC_DEFAULTS[flag]
     raise AssertionError(f"no default for --{flag} in `harnessd --help`")
 
 
 def choices(flag: str) -> set[str] | None:
-    """The values a choice flag accepts (`TEXT:{jsonl,memory}`, plus the
-    pending ones), or None when any value goes."""
+    """The values a choice flag accepts (`TEXT:{jsonl,memory}`), or None when any value goes."""
     m = re.match(r"^\s*[A-Z]+:\{([^}]*)\}", flags().get(flag, ""))
     if m is None:
-        return PENDING_VALUES.get(flag)
-    return {v.strip() for v in m.group(1).split(",")} | PENDING_VALUES.get(flag, set())
+        return None
+    return {v.strip() for v in m.group(1).split(",")}
 
 
 def command_line_problems(args: list[str]) -> list[str]:
@@ -123,9 +111,6 @@ def option_values(args: list[str], flag: str) -> list[str]:
             out.append(arg.split("=", 1)[1])
     return out
 
-
-def has_config_flag() -> bool:
-    return "config" in flags()
 
 
 def listen_ports(urls: list[str]) -> dict[str, tuple[str, int]]:

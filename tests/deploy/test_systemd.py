@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy_common import DEPLOY, SCHEMES, default, harnessd_bin, has_config_flag, listen_ports
+from deploy_common import DEPLOY, SCHEMES, default, harnessd_bin, listen_ports
 
 SYSTEMD = DEPLOY / "systemd"
 SERVICE = SYSTEMD / "harnessd.service"
@@ -208,11 +208,6 @@ def stop(proc: subprocess.Popen, log: Path) -> int:
         raise AssertionError(f"harnessd did not exit on SIGTERM:\n{log.read_text(errors='replace')}")
 
 
-def require_config_flag():
-    if not has_config_flag():
-        pytest.skip(f"{harnessd_bin()} predates --config (rebuild it)")
-
-
 def free_ports(n: int) -> list[int]:
     socks = [socket.socket() for _ in range(n)]
     try:
@@ -228,7 +223,6 @@ def test_socket_activation_and_notify(tmp_path):
     """What harnessd.socket + harnessd-tcp.socket + harnessd.service do, minus
     systemd: systemd-socket-activate binds the ports and passes them as
     descriptors named ws and tcp; NOTIFY_SOCKET collects the notifications."""
-    require_config_flag()
     activate = shutil.which("systemd-socket-activate")
     if activate is None:
         pytest.fail("systemd-socket-activate is not installed (package systemd)", pytrace=False)
