@@ -219,6 +219,16 @@ def main() -> int:
                 print(f"| {cell[0]} x {cell[1]}, {cell[2]} {cell[3]} | {setup.name} | {rate:,.0f} | "
                       f"{rate / base:.2f} | {lat['p50'] / 1000:.2f} | {lat['p99'] / 1000:.2f} | "
                       f"{cpu if cpu is not None else float('nan'):.2f} | {f['pg_cpu_seconds']:.2f} |", flush=True)
+        # What the commits cost, from the single postgres node's own counters.
+        import urllib.request
+        text = urllib.request.urlopen(f"http://127.0.0.1:{single.port}/metrics", timeout=10).read().decode()
+        values = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                  if line.startswith("harnessd_pg_") and not line.startswith("#")}
+        commits = values.get("harnessd_pg_commits_total", 0)
+        events = values.get("harnessd_pg_committed_events_total", 0)
+        print(f"\npostgres node: {commits:,.0f} commits, {events / max(commits, 1):.1f} events per commit, "
+              f"commit latency mean {values.get('harnessd_pg_commit_seconds_mean', 0) * 1000:.2f} ms, "
+              f"max {values.get('harnessd_pg_commit_seconds_max', 0) * 1000:.1f} ms")
         return 0
     finally:
         for s in setups:

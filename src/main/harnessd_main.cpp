@@ -139,11 +139,13 @@ int run(DaemonConfig config) {
   const std::string session_root = config.session_root.empty()
                                        ? env_or("DSH_SESSION_ROOT", ".sessions")
                                        : config.session_root;
-  // Declared before everything that owns sockets or timers on it (the
-  // providers' pooled connections, the database's): those must be destroyed first.
-  asio::io_context io(static_cast<int>(config.threads));
+  // Declared before the io_context, so destroyed after it: coroutine frames
+  // the io_context destroys at an abrupt stop may still use the store.
   std::unique_ptr<store::EventStore> store;
   store::PostgresStore* postgres = nullptr;
+  // Declared before everything that owns sockets or timers on it (the
+  // providers' pooled connections): those must be destroyed first.
+  asio::io_context io(static_cast<int>(config.threads));
   if (config.store == "memory") {
     store = std::make_unique<store::MemoryStore>();
   } else if (config.store == "postgres") {

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 
@@ -161,7 +162,8 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
   std::deque<std::shared_ptr<util::Wakeup>> pool_waiters;
 
   // --- group commit ---
-  asio::strand<asio::any_io_executor> writer_strand;
+  // Both reset by stop(): the store outlives the io_context they belong to.
+  std::optional<asio::strand<asio::any_io_executor>> writer_strand;
   std::shared_ptr<util::Wakeup> writer_wake;
   std::mutex write_mutex;
   std::deque<PendingWrite> queued;
@@ -182,7 +184,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
   State(asio::any_io_executor ex, PostgresOptions o)
       : executor(std::move(ex)), options(std::move(o)), writer_strand(asio::make_strand(executor)) {
     pool_max = options.pool_size > 2 ? options.pool_size - 2 : 1;
-    writer_wake = util::Wakeup::create(writer_strand);
+    writer_wake = util::Wakeup::create(*writer_strand);
   }
 
   void set_health(std::string status) {
@@ -260,7 +262,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
       std::lock_guard lock(write_mutex);
       queued.push_back(std::move(write));
     }
-    writer_wake->notify();
+    if (writer_wake) writer_wake->notify();
   }
 
   std::vector<PendingWrite> take_group() {
@@ -286,7 +288,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
 
   asio::awaitable<void> writer() {
     std::unique_ptr<Connection> conn;
-    asio::steady_timer backoff(writer_strand);
+    asio::steady_timer backoff(*writer_strand);
     const std::string ttl = num(options.lease_ttl.count());
     for (;;) {
       std::vector<PendingWrite> group = take_group();
@@ -629,7 +631,7 @@ void PostgresStore::migrate_now() {
 }
 
 void PostgresStore::start() {
-  asio::co_spawn(state_->writer_strand, state_->writer(), asio::detached);
+  asio::co_spawn(*state_->writer_strand, state_->writer(), asio::detached);
   asio::co_spawn(asio::make_strand(state_->executor), state_->listener(), asio::detached);
 }
 
@@ -805,11 +807,22 @@ std::string PostgresStore::metrics() const {
 
 void PostgresStore::begin_stop() {
   state_->stopping = true;
-  state_->writer_wake->notify();
+  if (state_->writer_wake) state_->writer_wake->notify();
   std::lock_guard lock(state_->cancel_mutex);
   if (state_->listening != nullptr) state_->listening->interrupt();
 }
 
-void PostgresStore::stop() { begin_stop(); }
+void PostgresStore::stop() {
+  begin_stop();
+  // The store outlives the io_context: what belongs to it goes now.
+  state_->writer_wake.reset();
+  state_->writer_strand.reset();
+  {
+    std::lock_guard lock(state_->write_mutex);
+    state_->queued.clear();  // their wake-ups are timers too
+  }
+  std::lock_guard lock(state_->pool_mutex);
+  state_->pool_waiters.clear();
+}
 
 }  // namespace harnessd::store

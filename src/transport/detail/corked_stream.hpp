@@ -8,10 +8,13 @@
 
 #include "kernel_queue.hpp"
 
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
@@ -60,7 +63,16 @@ class CorkedStream {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
         [this](auto handler, const ConstBuffers& bufs) {
           if (!batching_) {
-            std::visit([&](auto& s) { s.async_write_some(bufs, std::move(handler)); }, next_);
+            // Straight through; our own writes wait until it is done (two
+            // writes at once on one TCP stream would interleave bytes).
+            direct_write_ = true;
+            const auto executor = boost::asio::get_associated_executor(handler, get_executor());
+            auto done = [this, h = std::move(handler)](boost::system::error_code ec, std::size_t n) mutable {
+              direct_write_ = false;
+              std::move(h)(ec, n);
+            };
+            std::visit([&](auto& s) { s.async_write_some(bufs, boost::asio::bind_executor(executor, std::move(done))); },
+                       next_);
             return;
           }
           std::size_t n = 0;
@@ -129,6 +141,9 @@ class CorkedStream {
  private:
   template <class ConstBuffers>
   boost::asio::awaitable<std::size_t> write_some_next(const ConstBuffers& buffers) {
+    // A frame of Beast's that went straight through (a pong, a close) may
+    // still be on its way: let it finish first. Rare and short.
+    while (direct_write_) co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
     if (Tls* tls = std::get_if<Tls>(&next_)) {
       // TLS seals one buffer per write: gather the pieces first.
       gathered_.clear();
@@ -147,6 +162,7 @@ class CorkedStream {
   std::string pending_;
   std::string flushing_;
   bool batching_ = false;
+  bool direct_write_ = false;  ///< a write of Beast's is in flight outside a batch
   std::size_t writes_ = 0;
   std::uint64_t bytes_before_ = 0;  ///< of batches written completely
   std::uint64_t bytes_written_ = 0;
