@@ -80,6 +80,8 @@ SELECT lease.id, $7::bigint + e.n - 1, e.event
 FROM lease, string_to_table($8, E'\n') WITH ORDINALITY AS e(event, n)
 )sql";
 
+constexpr std::string_view write_statement = "harnessd_write";
+
 constexpr std::string_view take_lease_sql = R"sql(
 UPDATE harnessd_sessions
 SET lease_owner = $2, lease_until = now() + $3::bigint * interval '1 millisecond', lease_epoch = lease_epoch + 1
@@ -302,16 +304,23 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
       std::size_t events = 0;
       for (PendingWrite& w : group) {
         events += w.count;
-        statements.push_back(Statement{write_sql,
+        statements.push_back(Statement{write_statement,
                                        {w.session_id, num(w.epoch), options.node_id, num(w.at.last_seq),
                                         num(w.at.turns), num(w.at.time_ms), num(w.first_seq), std::move(w.events),
-                                        ttl}});
+                                        ttl},
+                                       true});
       }
       const auto started = std::chrono::steady_clock::now();
       std::vector<Result> results;
       std::string broken;
       try {
-        if (!conn || conn->broken()) conn = co_await Connection::open(executor, options.url, options.lease_ttl);
+        if (!conn || conn->broken()) {
+          conn = co_await Connection::open(executor, options.url, options.lease_ttl);
+          // Parsed and planned once per connection, not once per write.
+          std::string name(write_statement);
+          std::string sql(write_sql);
+          co_await conn->prepare(std::move(name), std::move(sql));
+        }
         results = co_await conn->run(statements);
       } catch (const std::system_error& e) {
         broken = reason_of(e);

@@ -166,16 +166,32 @@ asio::awaitable<std::vector<Result>> Connection::run(std::span<const Statement> 
       lengths.push_back(p ? static_cast<int>(p->size()) : 0);
     }
     sql.assign(s.sql);
-    if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                          lengths.data(), nullptr, 0) != 1) {
-      fail("sending to PostgreSQL");
-    }
+    const int sent =
+        s.prepared ? PQsendQueryPrepared(conn_, sql.c_str(), static_cast<int>(values.size()), values.data(),
+                                         lengths.data(), nullptr, 0)
+                   : PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                                       lengths.data(), nullptr, 0);
+    if (sent != 1) fail("sending to PostgreSQL");
   }
+  std::vector<Result> results = co_await finish(statements.size());
+  co_return results;
+}
+
+asio::awaitable<void> Connection::prepare(std::string name, std::string sql) {
+  if (broken_) throw std::system_error(errc::unavailable, "PostgreSQL connection lost");
+  if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) != 1) fail("sending to PostgreSQL");
+  const std::vector<Result> results = co_await finish(1);
+  if (!results.front().ok) {
+    throw std::system_error(errc::unavailable, "PostgreSQL refused to prepare " + name + ": " + results.front().error);
+  }
+}
+
+asio::awaitable<std::vector<Result>> Connection::finish(std::size_t count) {
   if (PQpipelineSync(conn_) != 1) fail("sending to PostgreSQL");
   co_await flush();
 
   // Each statement's results end with a null; the sync's result ends the batch.
-  std::vector<Result> results(statements.size());
+  std::vector<Result> results(count);
   std::size_t index = 0;
   bool have_result = false;
   for (;;) {

@@ -21,10 +21,12 @@ struct pg_conn;
 
 namespace harnessd::store::pg {
 
-/// SQL with $n parameters, all sent as text; nullopt is SQL NULL.
+/// SQL with $n parameters, all sent as text; nullopt is SQL NULL. With
+/// `prepared`, `sql` is the name of a statement prepare() made.
 struct Statement {
   std::string_view sql;
   std::vector<std::optional<std::string>> params;
+  bool prepared = false;
 };
 
 /// One statement's outcome: its rows as text cells, or the server's error.
@@ -65,6 +67,10 @@ class Connection {
   boost::asio::awaitable<std::vector<Result>> run(std::span<const Statement> statements);
   boost::asio::awaitable<Result> run(const Statement& statement);
 
+  /// Prepares `sql` as `name` on this connection (parsed and planned once).
+  /// Throws like run(), and for SQL the server refuses.
+  boost::asio::awaitable<void> prepare(std::string name, std::string sql);
+
   /// Waits for notifications of the channels this connection LISTENs on.
   /// Throws like run().
   boost::asio::awaitable<std::vector<Notification>> notifications();
@@ -80,6 +86,8 @@ class Connection {
   boost::asio::awaitable<void> wait(Wait what);
   [[noreturn]] void fail(std::string_view what);
   boost::asio::awaitable<void> flush();
+  /// Syncs the pipeline and reads `count` statements' results.
+  boost::asio::awaitable<std::vector<Result>> finish(std::size_t count);
 
   boost::asio::any_io_executor executor_;
   pg_conn* conn_;
