@@ -33,7 +33,7 @@ from deploy_common import DEPLOY, harnessd_bin, import_integration_helpers, make
 
 import_integration_helpers()
 from harnessd_helpers import _die_with_parent  # noqa: E402
-from ws_client import WSClient  # noqa: E402
+from ws_client import OP_TEXT, WSClient  # noqa: E402
 
 CONF = DEPLOY / "nginx" / "harnessd.conf"
 PLACEHOLDERS = {"SERVER_NAME", "HTTPS_PORT", "HTTP_PORT", "TLS_CERT", "TLS_KEY", "UPSTREAM", "METRICS_ALLOW", "LOG_DIR"}
@@ -178,15 +178,7 @@ http {{
         return "\n".join(parts)
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_processes(self.procs)
         shutil.rmtree(self.prefix, ignore_errors=True)
 
     # -- clients ------------------------------------------------------------
@@ -211,6 +203,42 @@ http {{
         """A WebSocket through the proxy; "localhost" names the certificate."""
         return WSClient.connect("localhost", self.https_port, path, origin=origin, timeout=TIMEOUT,
                                 tls=self.tls_context())
+
+
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM to each (last started first), then wait; kill what does not exit."""
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def request(ws: WSClient, rid: int, method: str, params: dict) -> None:
+    ws.send_text(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+
+
+def until_response(ws: WSClient, rid: int, timeout: float = TIMEOUT) -> tuple[list[dict], dict]:
+    """Messages before the response to rid, and the response."""
+    before = []
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = ws.recv_message(max(0.01, deadline - time.monotonic()))
+        assert msg.opcode == OP_TEXT, f"unexpected message {msg}"
+        obj = json.loads(msg.payload)
+        if obj.get("id") == rid and "method" not in obj:
+            return before, obj
+        before.append(obj)
+
+
+def call(ws: WSClient, rid: int, method: str, params: dict) -> tuple[list[dict], dict]:
+    """Send a request; the messages before its response, and the response."""
+    request(ws, rid, method, params)
+    return until_response(ws, rid)
 
 
 def spki_sha256(cert: Path) -> str:

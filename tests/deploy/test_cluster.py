@@ -43,7 +43,7 @@ import yaml
 
 from deploy_common import (DEPLOY, REPO_ROOT, command_line_problems, default, harnessd_bin,
                            import_integration_helpers, listen_ports, make_certificates, option_values)
-from nginx_stack import HOST, TIMEOUT, free_port, tool
+from nginx_stack import HOST, TIMEOUT, call, free_port, stop_processes, tool, until_response
 
 import_integration_helpers()
 from harnessd_helpers import _die_with_parent, check_turn, chunk_bytes, text_deltas  # noqa: E402
@@ -397,15 +397,7 @@ http {{
         return "\n".join(parts)
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_processes(self.procs)
         shutil.rmtree(self.prefix, ignore_errors=True)
 
     # -- clients ------------------------------------------------------------
@@ -446,24 +438,6 @@ http {{
             return {s["sessionId"]: s for s in result["sessions"]}
         finally:
             ws.close()
-
-
-def call(ws: WSClient, rid: int, method: str, params: dict) -> tuple[list[dict], dict]:
-    """Send a request; the messages before its response, and the response."""
-    ws.send_text(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
-    return until_response(ws, rid)
-
-
-def until_response(ws: WSClient, rid: int, timeout: float = TIMEOUT) -> tuple[list[dict], dict]:
-    before = []
-    deadline = time.monotonic() + timeout
-    while True:
-        msg = ws.recv_message(max(0.01, deadline - time.monotonic()))
-        assert msg.opcode == OP_TEXT, f"unexpected message {msg}"
-        obj = json.loads(msg.payload)
-        if obj.get("id") == rid and "method" not in obj:
-            return before, obj
-        before.append(obj)
 
 
 def prompt(ws: WSClient, rid: int, session: str, text: str) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from deploy_common import default, import_integration_helpers
-from nginx_stack import CONF, HOST, OTHER_HOST, TIMEOUT, Stack
+from nginx_stack import CONF, HOST, OTHER_HOST, TIMEOUT, Stack, request, until_response
 
 import_integration_helpers()
 from harnessd_helpers import check_turn, chunk_bytes, final_text, text_deltas  # noqa: E402
@@ -35,23 +35,6 @@ def conf_seconds(text: str, directive: str) -> list[int]:
     for value, unit in re.findall(rf"^\s*{directive}\s+(\d+)([sm]?)\s*;", text, re.M):
         out.append(int(value) * (60 if unit == "m" else 1))
     return out
-
-
-def request(ws: WSClient, rid: int, method: str, params: dict) -> None:
-    ws.send_text(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
-
-
-def until_response(ws: WSClient, rid: int) -> tuple[list[dict], dict]:
-    """Messages before the response to rid, and the response."""
-    before = []
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        msg = ws.recv_message(max(0.01, deadline - time.monotonic()))
-        assert msg.opcode == OP_TEXT, f"unexpected message {msg}"
-        obj = json.loads(msg.payload)
-        if obj.get("id") == rid and "method" not in obj:
-            return before, obj
-        before.append(obj)
 
 
 @pytest.fixture(scope="module")
