@@ -266,6 +266,8 @@ boost::asio::awaitable<void> Session::catch_up(EventSink::Envelope envelope) {
 
 boost::asio::awaitable<void> Session::begin_turn_in_log(EventSink& sink, const TurnOwner* owner) {
   store::SessionLog::CatchUp caught = co_await log_->begin_turn();
+  // A store of one node has nothing to catch up: no envelope is built then.
+  if (!caught.from_start && caught.events.empty() && !open_turn_) co_return;
   const EventSink::Envelope envelope = sink.envelope(id_);
   apply_catch_up(std::move(caught), envelope);
   if (open_turn_) {

@@ -185,9 +185,11 @@ asio::awaitable<std::optional<std::int64_t>> attach(std::shared_ptr<harness::Ses
   std::optional<std::int64_t> last_seq;
   if (!loaded) co_return last_seq;
   // Another node may have logged more since this one loaded the session.
-  rpc::EventEnvelope wire = rpc::session_event_envelope(session->id());
-  harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
-  co_await session->catch_up(std::move(envelope));
+  if (session->registry().store().shared()) {
+    rpc::EventEnvelope wire = rpc::session_event_envelope(session->id());
+    harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
+    co_await session->catch_up(std::move(envelope));
+  }
   last_seq = session->subscribe(std::move(subscription));
   co_return last_seq;
 }
