@@ -9,6 +9,15 @@ harnessd flag; selectors,
 Services, the Ingress backend, its WebSocket timeouts and the
 PodDisruptionBudget fit together.
 
+Authentication: a config that listens on a non-loopback address (which the
+Service and the Ingress reach) sets auth-token-file or auth-file and never
+insecure-no-auth; that file lies in a Secret volume, mounted read-only, not
+optional, not readable by others, with the file name a key of the Secret,
+and the Secret is not part of the manifests (the operator creates it, so no
+two installations share a token). Every Ingress host is in allow-host
+(ingress-nginx passes the Host header on; harnessd answers 421 to names it
+does not know) and its https:// origin in allow-origin.
+
 A StatefulSet (deploy/k8s) keeps its sessions on its volume claim. A
 Deployment (deploy/k8s/cluster) keeps them in PostgreSQL: --store postgres,
 at least two replicas, --node-id from the pod name (downward API),
@@ -39,8 +48,9 @@ from urllib.parse import unquote, urlsplit
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from deploy_common import (DEPLOY, choices, command_line_problems, commented_keys, default,  # noqa: E402
-                           known_keys, listen_ports, option_values)
+from deploy_common import (AUTH_KEYS, DEPLOY, INSECURE_KEY, choices, command_line_problems,  # noqa: E402
+                           commented_keys, default, flag_given, known_keys, listen_ports, non_loopback,
+                           option_values)
 
 CONFIG_KEY = "harnessd.toml"
 TRIAL_DIR = "postgres-trial"
@@ -278,6 +288,11 @@ def check(files: dict[str, list[dict]], trial: dict[str, list[dict]] | None = No
                 mounted |= config_paths[-1] == f"{mount['mountPath'].rstrip('/')}/{CONFIG_KEY}"
         if not mounted:
             err(f"--config {config_paths[-1]} is not the ConfigMap {cm['metadata']['name']} mounted")
+    # --- authentication ----------------------------------------------------
+    # The Service and the Ingress reach every listener that is not loopback:
+    # clients must authenticate there, with a token file from a Secret.
+    problems += auth_problems(config, args, c, pod, docs + [d for fd in (trial or {}).values() for d in fd])
+
     scrape_port = get(wl, "spec", "template", "metadata", "annotations", "prometheus.io/port")
     if scrape_port is not None and int(scrape_port) != http_port:
         err(f"prometheus.io/port {scrape_port} is not the {http_scheme} port {http_port}")
@@ -377,6 +392,29 @@ def check(files: dict[str, list[dict]], trial: dict[str, list[dict]] | None = No
                 value = notes.get(f"nginx.ingress.kubernetes.io/{key}")
                 if value is None or not int(value) > idle_s:
                     err(f"Ingress {name}: {key} {value!r} must exceed ws-idle-timeout-ms ({idle_s:g} s)")
+    # ingress-nginx passes the client's Host header on: harnessd answers
+    # 421 to a Host that is not its own address, a loopback name or an
+    # allow-host, and 403 to a page whose Origin is not allowed.
+    allow_hosts = set(list_setting(config, args, "allow-host"))
+    allow_origins = set(list_setting(config, args, "allow-origin"))
+    for ing in ingresses:
+        for rule in get(ing, "spec", "rules", default=[]):
+            host = rule.get("host")
+            if not host:
+                err(f"Ingress {ing['metadata']['name']}: a rule without host: any Host would reach harnessd, "
+                    f"which answers 421 to names that are not in allow-host")
+                continue
+            if host not in allow_hosts:
+                err(f"Ingress {ing['metadata']['name']}: host {host} is not in allow-host "
+                    f"{sorted(allow_hosts)}: harnessd would answer its requests with 421")
+            if f"https://{host}" not in allow_origins:
+                err(f"Ingress {ing['metadata']['name']}: https://{host} is not in allow-origin "
+                    f"{sorted(allow_origins)}: the page's WebSocket would get 403")
+    # behind the controller every client has the controller's address
+    per_ip = int(setting("max-connections-per-ip", default("max-connections-per-ip")))
+    if ingresses and per_ip != 0:
+        err(f"max-connections-per-ip {per_ip} behind an Ingress: every browser arrives from the controller's "
+            f"addresses, so this would cap all users together; set 0 and limit per client at the Ingress")
     public = [p for ing in ingresses for rule in get(ing, "spec", "rules", default=[])
               for p in get(rule, "http", "paths", default=[])]
     if not any(p.get("path") == "/metrics" and p.get("pathType") == "Exact" for p in public):
@@ -403,6 +441,70 @@ def check(files: dict[str, list[dict]], trial: dict[str, list[dict]] | None = No
                                 + [get(p, "spec", "selector", "matchLabels", default={}) for p in pdbs],
                                 secret_refs=secret_refs, connections=(replicas + int(surge)) * pool,
                                 pool_note=f"(replicas {replicas} + maxSurge {surge}) x postgres-pool {pool}")
+    return problems
+
+
+def list_setting(config: dict, args: list[str], flag: str) -> list[str]:
+    """A repeatable setting: the file's list and the command line's values."""
+    value = config.get(flag, [])
+    return ([value] if isinstance(value, str) else list(value)) + option_values(args, flag)
+
+
+def auth_problems(config: dict, args: list[str], container: dict, pod: dict, all_docs: list[dict]) -> list[str]:
+    """A harnessd that listens beyond loopback has auth-token-file or
+    auth-file set (not insecure-no-auth), and that file is in a Secret,
+    mounted read-only and not optional; the Secret itself is created by
+    the operator, never shipped with the manifests."""
+    problems: list[str] = []
+    err = problems.append
+    listens = list_setting(config, args, "listen")
+    try:
+        exposed = non_loopback(listens)
+    except AttributeError:
+        return problems   # a bad listen URL, reported above
+    if config.get(INSECURE_KEY) is True or flag_given(args, INSECURE_KEY):
+        err(f"{INSECURE_KEY} is set: harnessd would serve {exposed or listens} to anyone who reaches it")
+    given = {key: str(v) for key in AUTH_KEYS if (v := (option_values(args, key) or [config.get(key)])[-1])}
+    if exposed and not given:
+        err(f"{CONFIG_KEY} listens on {exposed} without {' or '.join(AUTH_KEYS)}: the Service and Ingress reach "
+            f"these, and harnessd refuses to start on them without authentication")
+    volumes = {v.get("name"): v for v in pod.get("volumes", [])}
+    mounts = sorted(container.get("volumeMounts", []), key=lambda m: -len(m.get("mountPath", "")))
+    for key, path in given.items():
+        mount = next((m for m in mounts if path == m.get("mountPath", "").rstrip("/")
+                      or path.startswith(m.get("mountPath", "").rstrip("/") + "/")), None)
+        if mount is None:
+            err(f"{key} {path}: on no volume mount of the container: the file would not exist")
+            continue
+        vol = volumes.get(mount.get("name"), {})
+        secret = vol.get("secret")
+        if secret is None:
+            kind = next((k for k in vol if k != "name"), "nothing")
+            err(f"{key} {path}: mounted from {kind} (volume {mount.get('name')!r}), not a Secret")
+            continue
+        if not mount.get("readOnly"):
+            err(f"{key} {path}: the mount {mount.get('mountPath')} of Secret {secret.get('secretName')} "
+                f"is not read-only")
+        if secret.get("optional"):
+            err(f"{key} {path}: Secret {secret.get('secretName')} is optional: without it the pod would start "
+                f"and harnessd fail to read the file (or, with the key removed, serve without a token)")
+        mode = secret.get("defaultMode")
+        if mode is not None and int(mode) & 0o007:
+            err(f"{key} {path}: Secret {secret.get('secretName')} defaultMode {int(mode):o} is readable by others")
+        relative = path[len(mount["mountPath"].rstrip("/")) + 1:]
+        if mount.get("subPath"):
+            secret_key = mount["subPath"] if not relative else None
+        elif secret.get("items"):
+            secret_key = next((i.get("key") for i in secret["items"] if i.get("path") == relative), None)
+        else:
+            secret_key = relative if relative and "/" not in relative else None
+        if secret_key is None:
+            err(f"{key} {path}: no key of Secret {secret.get('secretName')} is mounted at that path")
+        shipped = [d for d in all_docs if d.get("kind") == "Secret"
+                   and get(d, "metadata", "name") == secret.get("secretName")]
+        if shipped:
+            err(f"{key}: Secret {secret.get('secretName')} is in the manifests: every copy of them would share "
+                f"one known token; the operator creates it (kubectl create secret)")
     return problems
 
 
@@ -520,7 +622,64 @@ def self_test_single(directory: Path) -> int:
         "short liveness": lambda k, f: container(k)["livenessProbe"].update(failureThreshold=1),
         "unknown argument": lambda k, f: container(k)["args"].extend(["--listen-on", "ws://0.0.0.0:7878"]),
     }
-    return run_cases(cases, broken)
+    failed = run_cases(cases, broken)
+    failed += run_cases(auth_cases("StatefulSet", container, set_config) | {
+        "token Secret shipped": (lambda k, f: f.update({"secret.yaml": [{
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "harnessd-auth"},
+            "stringData": {"token": "known-to-everyone"}}]}), "is in the manifests"),
+    }, broken, prefix="auth: ")
+    failed += auth_file_accepted(broken, set_config)
+    return failed
+
+
+def auth_cases(kind: str, container, set_config) -> dict:
+    """Broken authentication: each must be refused (mutate, phrase)."""
+    def volume(kinds, name):
+        return next(v for v in kinds[kind]["spec"]["template"]["spec"]["volumes"] if v["name"] == name)
+
+    def mount(kinds, name):
+        return next(m for m in container(kinds)["volumeMounts"] if m["name"] == name)
+
+    def replace_source(vol, **source):
+        for key in [k for k in vol if k != "name"]:
+            del vol[key]
+        vol.update(source)
+
+    return {
+        "no auth": (lambda k, x: set_config(k, "\nauth-token-file =", "\n#auth-token-file ="),
+                    "without auth-token-file or auth-file"),
+        "insecure-no-auth in the config": (lambda k, x: set_config(k, "threads = 0", "threads = 0\ninsecure-no-auth = true"),
+                                           "insecure-no-auth is set"),
+        "--insecure-no-auth": (lambda k, x: container(k)["args"].append("--insecure-no-auth"), "insecure-no-auth is set"),
+        "token on the ConfigMap's mount": (lambda k, x: set_config(k, '"/etc/harnessd-auth/token"',
+                                                                   '"/etc/harnessd/token"'), "not a Secret"),
+        "token on no mount": (lambda k, x: set_config(k, '"/etc/harnessd-auth/token"', '"/srv/token"'),
+                              "on no volume mount"),
+        "token from an emptyDir": (lambda k, x: replace_source(volume(k, "auth"), emptyDir={}),
+                                   "mounted from emptyDir"),
+        "optional Secret": (lambda k, x: volume(k, "auth")["secret"].update(optional=True), "is optional"),
+        "writable mount": (lambda k, x: mount(k, "auth").update(readOnly=False), "is not read-only"),
+        "world-readable": (lambda k, x: volume(k, "auth")["secret"].update(defaultMode=0o444), "readable by others"),
+        "file not a key": (lambda k, x: volume(k, "auth")["secret"].update(
+            items=[{"key": "token", "path": "bearer"}]), "no key of Secret"),
+        "Ingress host not allowed": (lambda k, x: set_config(k, 'allow-host = ["harnessd.example.com"]',
+                                                             'allow-host = ["other.example.com"]'),
+                                     "is not in allow-host"),
+        "per-address limit behind the Ingress": (lambda k, x: set_config(k, "max-connections-per-ip = 0",
+                                                                       "max-connections-per-ip = 256"),
+                                                 "cap all users together"),
+        "Ingress origin not allowed": (lambda k, x: set_config(k, 'allow-origin = ["https://harnessd.example.com"]',
+                                                               'allow-origin = ["https://other.example.com"]'),
+                                       "is not in allow-origin"),
+    }
+
+
+def auth_file_accepted(broken, set_config) -> int:
+    """auth-file from the same Secret is as good as auth-token-file."""
+    problems = broken(lambda k, x: set_config(k, 'auth-token-file = "/etc/harnessd-auth/token"',
+                                              'auth-file = "/etc/harnessd-auth/principals.toml"'))
+    print(f"{'ok  ' if not problems else 'FAIL'} auth-file from the Secret accepted: {problems[:1]}")
+    return 1 if problems else 0
 
 
 def self_test_cluster(directory: Path) -> int:
@@ -604,6 +763,8 @@ def self_test_cluster(directory: Path) -> int:
             {"app.kubernetes.io/name": "harnessd"}), "also selects the PostgreSQL pod"),
     }
     failed = run_cases(cases, broken, prefix="cluster: ")
+    failed += run_cases(auth_cases("Deployment", container, set_config), broken, prefix="cluster auth: ")
+    failed += auth_file_accepted(broken, set_config)
     # a trial manifest that does not say it is not for production
     with tempfile.TemporaryDirectory() as tmp:
         copy_dir = Path(tmp) / "cluster"

@@ -4,6 +4,7 @@ manifests are checked against the daemon, not against copied numbers."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import shutil
@@ -122,6 +123,35 @@ def listen_ports(urls: list[str]) -> dict[str, tuple[str, int]]:
             raise AssertionError(f"bad listen URL {url!r}")
         out[m.group(1)] = (m.group(2), int(m.group(3)))
     return out
+
+
+# Authentication: harnessd refuses to serve a non-loopback address unless
+# one of AUTH_KEYS names a file (or INSECURE_KEY is given). Every example
+# that listens beyond loopback must set one, never INSECURE_KEY.
+AUTH_KEYS = ("auth-token-file", "auth-file")
+INSECURE_KEY = "insecure-no-auth"
+
+
+def is_loopback(host: str) -> bool:
+    """A listen host that only this machine (this container, this pod) reaches."""
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def non_loopback(urls: list[str]) -> list[str]:
+    """The listen URLs that other machines reach."""
+    return [u for u in urls if not is_loopback(re.fullmatch(r"[a-z]+://(\[[^\]]+\]|[^:/]+):\d+/?", u).group(1))]
+
+
+def flag_given(args: list[str], flag: str) -> bool:
+    """A boolean flag on a command line (`--flag`, `--flag=true`)."""
+    return any(a == f"--{flag}" or (a.startswith(f"--{flag}=") and a.split("=", 1)[1].lower() not in ("false", "0"))
+               for a in args)
 
 
 def commented_keys(toml_text: str) -> list[str]:

@@ -66,22 +66,36 @@ def render(values: dict[str, str]) -> str:
 
 
 class Stack:
-    """harnessd + nginx; everything under one temporary directory."""
+    """harnessd + nginx; everything under one temporary directory.
 
-    def __init__(self, root: Path):
+    token: harnessd requires this bearer token (--auth-token-file), and
+    wss() sends it; None: no authentication (the browser test's page)."""
+
+    SERVER_NAME = "localhost"
+
+    def __init__(self, root: Path, token: str | None = None):
         self.root = root
         self.https_port = free_port()
         self.http_port = free_port()
-        self.origin = f"https://localhost:{self.https_port}"
+        self.origin = f"https://{self.SERVER_NAME}:{self.https_port}"
+        self.token = token
         self.procs: list[subprocess.Popen] = []
 
-        # harnessd, plain ws:// on a free port; the page origin behind the proxy is allowed
+        # harnessd, plain ws:// on a free port, set up as deploy/README.md says
+        # for nginx in front: the page origin behind the proxy is allowed, and
+        # so is the name nginx passes on as Host ($host has no port, so even
+        # "localhost" is only served when listed).
         (root / "sessions").mkdir()
         self.ready = root / "ready.json"
         self.harnessd_log = root / "harnessd.stderr"
+        auth = []
+        if token is not None:
+            (root / "token").write_text(token + "\n")
+            auth = ["--auth-token-file", str(root / "token")]
         self.harnessd = subprocess.Popen(
             [harnessd_bin(), "--listen", f"ws://{HOST}:0", "--ready-file", str(self.ready),
-             "--session-root", str(root / "sessions"), "--threads", "2", "--allow-origin", self.origin],
+             "--session-root", str(root / "sessions"), "--threads", "2", "--allow-origin", self.origin,
+             "--allow-host", self.SERVER_NAME, *auth],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(self.harnessd_log, "wb"),
             cwd=root, preexec_fn=_die_with_parent)
         self.procs.append(self.harnessd)
@@ -95,7 +109,7 @@ class Stack:
         make_certificates(self.prefix / "certs")
         self.ca = self.prefix / "certs" / "ca.pem"
         site = render({
-            "SERVER_NAME": "localhost",
+            "SERVER_NAME": self.SERVER_NAME,
             "HTTPS_PORT": f"{HOST}:{self.https_port}",
             "HTTP_PORT": f"{HOST}:{self.http_port}",
             "TLS_CERT": str(self.prefix / "certs" / "server.pem"),
@@ -185,7 +199,8 @@ http {{
     def tls_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca))
 
-    def https(self, path: str, method: str = "GET", source: str = HOST) -> tuple[int, dict[str, str], bytes]:
+    def https(self, path: str, method: str = "GET", source: str = HOST,
+              host: str | None = None) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPSConnection("localhost", self.https_port, context=self.tls_context(),
                                            timeout=TIMEOUT, source_address=(source, 0))
         # "localhost" names the certificate; the connection goes to 127.0.0.1
@@ -193,16 +208,19 @@ http {{
             socket.create_connection((HOST, self.https_port), TIMEOUT, source_address=(source, 0)),
             server_hostname="localhost")
         try:
-            conn.request(method, path)
+            conn.request(method, path, headers={"Host": host} if host else {})
             resp = conn.getresponse()
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
         finally:
             conn.close()
 
-    def wss(self, path: str = "/", origin: str | None = None) -> WSClient:
-        """A WebSocket through the proxy; "localhost" names the certificate."""
+    def wss(self, path: str = "/", origin: str | None = None, token: str | None = "") -> WSClient:
+        """A WebSocket through the proxy; "localhost" names the certificate.
+        token: "" sends the stack's (if any) as a bearer token, None none."""
+        token = self.token if token == "" else token
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
         return WSClient.connect("localhost", self.https_port, path, origin=origin, timeout=TIMEOUT,
-                                tls=self.tls_context())
+                                tls=self.tls_context(), headers=headers)
 
 
 def stop_processes(procs: list[subprocess.Popen]) -> None:

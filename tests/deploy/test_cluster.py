@@ -28,6 +28,7 @@ import json
 import os
 import pwd
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -201,6 +202,17 @@ def test_node_command_lines():
         assert listeners.get("ws", ("", 0))[0] == "0.0.0.0", f"{name}: {listeners}: nginx reaches the container's IP"
         assert option_values(args, "allow-origin") == [page_origin()], \
             f"{name}: --allow-origin {option_values(args, 'allow-origin')}, the page is {page_origin()}"
+        # nginx passes the client's Host on: the name it serves must be allowed
+        server_name = environment(nginx_service()[1])["HARNESSD_SERVER_NAME"]
+        assert server_name in option_values(args, "allow-host"), \
+            f"{name}: --allow-host {option_values(args, 'allow-host')} lacks {server_name}, which nginx passes " \
+            f"on as Host: harnessd would answer 421"
+        # all interfaces of the container: a token (test_container.py checks where it comes from)
+        assert option_values(args, "auth-token-file") or option_values(args, "auth-file"), \
+            f"{name}: listens on {listeners['ws']} without a token"
+        # every client arrives from nginx's address
+        assert option_values(args, "max-connections-per-ip") == ["0"], \
+            f"{name}: a per-address limit behind nginx caps all users together"
 
 
 def test_node_ids_are_distinct():
@@ -284,6 +296,10 @@ class ClusterStack:
         self.root = root
         self.https_port = free_port()
         self.origin = f"https://localhost:{self.https_port}"
+        # the nodes' shared token, as compose.yaml mounts it
+        self.token = secrets.token_hex(32)
+        self.token_file = root / "harnessd-token"
+        self.token_file.write_text(self.token + "\n")
         self.procs: list[subprocess.Popen] = []
         self.nodes: dict[str, subprocess.Popen] = {}
         self.node_ports: dict[str, int] = {}
@@ -370,7 +386,10 @@ http {{
         proc = subprocess.Popen(
             [harnessd_bin(), "--listen", f"ws://{HOST}:0", "--ready-file", str(ready),
              "--session-root", str(self.root / f"sessions-{name}"), "--threads", "2",
-             "--allow-origin", self.origin, "--drain-timeout-ms", "20000", "--shutdown-grace-ms", "2000"],
+             "--allow-origin", self.origin, "--drain-timeout-ms", "20000", "--shutdown-grace-ms", "2000",
+             # as in compose.yaml: the token, the name nginx passes on as Host
+             "--auth-token-file", str(self.token_file), "--allow-host", "localhost",
+             "--max-connections-per-ip", "0"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(self.logs[name], "wb"),
             cwd=self.root, preexec_fn=_die_with_parent)
         self.procs.append(proc)
@@ -405,22 +424,25 @@ http {{
         import ssl
         return ssl.create_default_context(cafile=str(self.ca))
 
-    def https(self, path: str) -> tuple[int, bytes]:
+    def https(self, path: str, host: str | None = None) -> tuple[int, bytes]:
         import http.client
         import socket
         conn = http.client.HTTPSConnection("localhost", self.https_port, timeout=TIMEOUT)
         conn.sock = self.tls_context().wrap_socket(socket.create_connection((HOST, self.https_port), TIMEOUT),
                                                    server_hostname="localhost")
         try:
-            conn.request("GET", path)
+            conn.request("GET", path, headers={"Host": host} if host else {})
             resp = conn.getresponse()
             return resp.status, resp.read()
         finally:
             conn.close()
 
-    def wss(self, origin: str | None = None) -> WSClient:
+    def wss(self, origin: str | None = None, token: str | None = "") -> WSClient:
+        """token: "" for the nodes' own, None for none."""
+        token = self.token if token == "" else token
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
         return WSClient.connect("localhost", self.https_port, "/", origin=origin or self.origin, timeout=TIMEOUT,
-                                tls=self.tls_context())
+                                tls=self.tls_context(), headers=headers)
 
     def node_health(self, name: str) -> int:
         try:
@@ -431,7 +453,8 @@ http {{
 
     def node_sessions(self, name: str) -> dict[str, dict]:
         """session/list of one node, asked directly (not through nginx)."""
-        ws = WSClient.connect(HOST, self.node_ports[name], "/", timeout=TIMEOUT, tls=None)
+        ws = WSClient.connect(HOST, self.node_ports[name], "/", timeout=TIMEOUT, tls=None,
+                              headers={"Authorization": f"Bearer {self.token}"})
         try:
             call(ws, 1, "initialize", INIT)
             result = call(ws, 2, "session/list", {"limit": 1000})[1]["result"]
@@ -509,6 +532,23 @@ def test_turn_origin_and_metrics_through_the_cluster_proxy(stack):
     # per-node numbers: scraped from each node, never through round-robin
     status, _ = stack.https("/metrics")
     assert status == 403, status
+
+
+def test_the_nodes_token_and_host_check_through_the_cluster_proxy(stack):
+    """The nodes listen on all interfaces with compose's token: an upgrade
+    through nginx without it, or with another, is refused by whichever node
+    nginx picks; the name nginx serves passes the nodes' Host check, and a
+    name it does not serve (a rebound DNS name) gets 421 from them."""
+    for _ in range(2):   # both nodes, round-robin
+        for token in (None, "not-the-token"):
+            with pytest.raises(HandshakeRefused) as refused:
+                stack.wss(token=token).close()
+            assert refused.value.status == 401, refused.value
+    status, body = stack.https("/healthz")
+    assert status == 200, (status, body)
+    for _ in range(2):
+        status, body = stack.https("/healthz", host=f"rebound.example:{stack.https_port}")
+        assert status == 421, (status, body)
 
 
 def test_a_draining_node_finishes_its_connections_and_gets_no_new_ones(stack):

@@ -6,7 +6,16 @@ builds with; the runtime stage provides every shared library the harnessd
 under test links (ldd + dpkg -S; a library may come with a dependency of an
 installed package, as apt installs those too); the build context has what CMake
 configures; user, volume, ports, health check and entrypoint agree with the
-daemon's flags."""
+daemon's flags.
+
+Authentication, for the image and every compose file of deploy/ that runs
+it: a command that listens beyond loopback (as the image's CMD must, for
+published ports to reach it) names a token file (--auth-token-file or
+--auth-file) and never --insecure-no-auth; the image's file is under
+/run/secrets/ (where `podman run --secret` and compose's secrets put it)
+and no instruction puts one into the image; a compose service gets its
+file from a compose secret (or a read-only bind mount) whose source is
+kept out of git."""
 
 from __future__ import annotations
 
@@ -18,7 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy_common import DEPLOY, REPO_ROOT, harnessd_bin, listen_ports
+import yaml
+
+from deploy_common import (AUTH_KEYS, DEPLOY, INSECURE_KEY, REPO_ROOT, command_line_problems, flag_given,
+                           harnessd_bin, listen_ports, non_loopback, option_values)
 
 CONTAINERFILE = DEPLOY / "container" / "Containerfile"
 IGNOREFILE = DEPLOY / "container" / "Containerfile.dockerignore"
@@ -192,8 +204,10 @@ def test_runtime_settings_agree_with_the_daemon():
     entry = exec_form(by_word["ENTRYPOINT"][-1])
     assert entry == ["/usr/local/bin/harnessd"], entry
     cmd = exec_form(by_word["CMD"][-1])
-    listens = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--listen"]
+    assert not command_line_problems(cmd), command_line_problems(cmd)
+    listens = option_values(cmd, "listen")
     ports = listen_ports(listens)
+    # all interfaces of the container: what a published port (-p) reaches
     assert ports["ws"][0] == "0.0.0.0" and ports["tcp"][0] == "0.0.0.0", ports
     exposed = {int(p.split("/")[0]) for e in by_word["EXPOSE"] for p in e.split()}
     assert exposed == {port for _, port in ports.values()}, (exposed, ports)
@@ -204,3 +218,106 @@ def test_runtime_settings_agree_with_the_daemon():
     assert f"http://127.0.0.1:{ports['ws'][1]}/healthz" in health, health
     assert "curl" in health and "curl" in apt_packages(runtime), "the health check needs curl in the image"
     assert by_word.get("STOPSIGNAL") == ["SIGTERM"]
+
+
+# --- authentication ----------------------------------------------------------
+
+SECRETS_DIR = "/run/secrets/"   # podman run --secret NAME, compose secrets: /run/secrets/NAME
+
+
+def auth_files(args: list[str]) -> list[tuple[str, str]]:
+    return [(key, value) for key in AUTH_KEYS for value in option_values(args, key)]
+
+
+def image_cmd() -> list[str]:
+    return exec_form([rest for word, rest in stages()[1] if word == "CMD"][-1])
+
+
+def test_default_command_requires_a_token():
+    """The image listens on 0.0.0.0, so its default command authenticates
+    with a token that is mounted at run time, never built in."""
+    cmd = image_cmd()
+    assert not flag_given(cmd, INSECURE_KEY), f"CMD {cmd} serves the network without authentication"
+    exposed = non_loopback(option_values(cmd, "listen"))
+    given = auth_files(cmd)
+    assert not exposed or given, f"CMD listens on {exposed} without {' or '.join(AUTH_KEYS)}: harnessd refuses that"
+    assert len(given) == 1, f"CMD names {given}: one of {AUTH_KEYS}"
+    key, path = given[0]
+    assert path.startswith(SECRETS_DIR) and "/" not in path[len(SECRETS_DIR):], \
+        f"--{key} {path}: expected {SECRETS_DIR}NAME, where podman --secret and compose secrets mount a secret"
+    # nothing in either stage writes that file (or its directory) into the image
+    for stage in stages():
+        for word, rest in stage:
+            if word in ("COPY", "ADD", "RUN"):
+                assert SECRETS_DIR.rstrip("/") not in rest and path not in rest, \
+                    f"{word} {rest}: the token must not be part of the image"
+    # the file the top of the Containerfile tells operators to create is this one
+    text = CONTAINERFILE.read_text()
+    name = path[len(SECRETS_DIR):]
+    assert f"--secret {name}" in text and f"podman secret create {name}" in text, \
+        f"the Containerfile's comment does not show how to provide {path}"
+
+
+def compose_files() -> list[Path]:
+    files = sorted({*DEPLOY.rglob("compose*.y*ml"), *DEPLOY.rglob("docker-compose*.y*ml")})
+    assert files, "no compose file under deploy/"
+    return files
+
+
+def image_services(path: Path) -> dict[str, dict]:
+    """The services of a compose file that run the image of the Containerfile."""
+    doc = yaml.safe_load(path.read_text())
+    services = doc.get("services") or {}
+    built = {name: svc for name, svc in services.items() if isinstance(svc.get("build"), dict)
+             and (path.parent / svc["build"].get("context", ".") / svc["build"].get("dockerfile", "Dockerfile"))
+             .resolve() == CONTAINERFILE}
+    images = {svc.get("image") for svc in built.values()} - {None}
+    return built | {name: svc for name, svc in services.items() if svc.get("image") in images}
+
+
+def ignored_by_git(path: Path) -> bool:
+    out = subprocess.run(["git", "-C", str(REPO_ROOT), "check-ignore", "-q", "--no-index", str(path)],
+                         capture_output=True, timeout=30)
+    return out.returncode == 0
+
+
+@pytest.mark.parametrize("compose", compose_files(), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_compose_services_authenticate(compose):
+    doc = yaml.safe_load(compose.read_text())
+    top_secrets = doc.get("secrets") or {}
+    services = image_services(compose)
+    assert services, f"{compose}: no service runs the harnessd image"
+    for name, svc in services.items():
+        command = svc.get("command")
+        args = [str(a) for a in command] if command is not None else image_cmd()
+        assert isinstance(command, (list, type(None))), f"{name}: command in the list form, please"
+        assert not flag_given(args, INSECURE_KEY), f"{name}: --{INSECURE_KEY}"
+        listens = option_values(args, "listen")
+        assert listens or option_values(args, "config"), f"{name}: {args} gives no --listen"
+        exposed = non_loopback(listens)
+        given = auth_files(args)
+        if not exposed:
+            continue
+        assert given, f"{compose.name} {name}: listens on {exposed} without {' or '.join(AUTH_KEYS)}"
+        for key, path in given:
+            # a compose secret mounted at that path ...
+            source = None
+            for entry in svc.get("secrets") or []:
+                src, target = (entry, entry) if isinstance(entry, str) else (entry["source"], entry.get("target", entry["source"]))
+                if (target if target.startswith("/") else SECRETS_DIR + target) == path:
+                    source = top_secrets.get(src, {}).get("file")
+                    assert source, f"{name}: secret {src} is no top-level secret with a file"
+            # ... or a read-only bind mount of a file
+            for volume in svc.get("volumes") or []:
+                parts = str(volume).split(":")
+                if len(parts) >= 2 and parts[1] == path:
+                    assert len(parts) == 3 and "ro" in parts[2].split(","), f"{name}: {volume} is not read-only"
+                    source = parts[0]
+            assert source, f"{compose.name} {name}: --{key} {path} is neither a compose secret nor a mounted file"
+            host_file = (compose.parent / source).resolve()
+            assert host_file.is_relative_to(compose.parent), f"{name}: {source} lies outside {compose.parent}"
+            assert ignored_by_git(host_file), \
+                f"{name}: {host_file.relative_to(REPO_ROOT)} is not in .gitignore: a token must not be committed"
+            # the compose file's instructions say how to create it
+            assert re.search(rf"openssl rand .*> *{re.escape(source.removeprefix('./'))}", compose.read_text()), \
+                f"{compose.name}: no `openssl rand ... > {source}` among its instructions"

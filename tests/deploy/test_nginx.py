@@ -3,9 +3,13 @@ started unprivileged from a throwaway prefix, terminates TLS with a
 certificate from a throwaway CA (openssl CLI) and proxies to harnessd's
 ws:// listener (the stack is tests/deploy/nginx_stack.py). Checked through
 the proxy: /healthz, the web UI, a whole turn over wss:// (Origin allowed by
---allow-origin), the WebSocket ordering guarantees, a foreign Origin
-refused, /metrics only from the allowed address, the redirect from http,
-and an access log without the query string (where the UI puts its token).
+--allow-origin, the bearer token of --auth-token-file in the upgrade), the
+WebSocket ordering guarantees, a foreign Origin refused, an upgrade without
+the token (or with another) refused with 401 and one with ?access_token=
+accepted, the Host nginx passes on served because of --allow-host and a
+name nginx does not serve refused with 421, /metrics only from the allowed
+address, the redirect from http, and an access log without the query string
+(where the UI puts its token).
 
 Needs nginx and openssl (scripts/install-deps.sh installs both); fails, never
 skips, when they are missing."""
@@ -15,6 +19,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import secrets
 import shutil
 import tempfile
 import time
@@ -42,7 +47,7 @@ def stack():
     root = Path(tempfile.mkdtemp(prefix="harnessd-deploy-"))
     s = None
     try:
-        s = Stack(root)
+        s = Stack(root, token=secrets.token_hex(32))
         yield s
     finally:
         if s is not None:
@@ -195,10 +200,39 @@ def test_plain_http_redirects_to_https(stack):
         conn.close()
 
 
+def test_token_through_nginx(stack):
+    """nginx passes the upgrade's Authorization header and query string to
+    harnessd, which checks the token."""
+    for token in (None, "not-the-token"):
+        with pytest.raises(HandshakeRefused) as refused:
+            stack.wss("/", origin=stack.origin, token=token).close()
+        assert refused.value.status == 401, refused.value
+    # the web UI's form: ?access_token= on the WebSocket URL
+    ws = stack.wss(f"/?access_token={stack.token}", origin=stack.origin, token=None)
+    try:
+        request(ws, 1, "initialize", {"clientInfo": {"name": "deploy-test", "version": "1"}, "protocolVersion": 1})
+        assert "result" in until_response(ws, 1)[1]
+    finally:
+        ws.close()
+
+
+def test_host_check_through_nginx(stack):
+    """nginx passes the client's Host on ($host): the name it serves is
+    allowed by --allow-host; any other name that reaches it (DNS rebinding)
+    gets 421 from harnessd, on every path."""
+    status, _, body = stack.https("/healthz", host=f"localhost:{stack.https_port}")
+    assert status == 200, (status, body)
+    for path in ("/healthz", "/", "/metrics"):
+        status, _, body = stack.https(path, host=f"rebound.example:{stack.https_port}")
+        assert status == 421, (path, status, body[:200])
+    assert re.search(r"^\s*proxy_set_header\s+Host\s+\$host\s*;", CONF.read_text(), re.M), \
+        f"{CONF}: nginx should pass the client's Host on (proxy_set_header Host $host)"
+
+
 def test_access_log_leaves_out_the_query_string(stack):
-    ws = stack.wss("/?access_token=s3cret-token", origin=stack.origin)
+    ws = stack.wss(f"/?access_token={stack.token}", origin=stack.origin, token=None)
     ws.close()
-    stack.https("/healthz?access_token=s3cret-token")
+    stack.https(f"/healthz?access_token={stack.token}")
     deadline = time.monotonic() + TIMEOUT
     log = ""
     while time.monotonic() < deadline:
@@ -207,7 +241,7 @@ def test_access_log_leaves_out_the_query_string(stack):
             break
         time.sleep(0.05)
     assert '"GET / HTTP/1.1" 101' in log and '"GET /healthz HTTP/1.1" 200' in log, log[-2000:]
-    assert "s3cret-token" not in log, log[-2000:]
+    assert stack.token not in log, log[-2000:]
 
 
 def test_proxy_timeouts_outlast_the_websocket_idle_timeout():
