@@ -115,8 +115,26 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
   add_ms(app, "--shutdown-grace-ms", config.shutdown_grace,
          "After the drain, wait this long for cancelled turns to settle and connections to close before exiting");
   app.add_option("--auth-token-file", config.auth_token_file,
-                 "Require this bearer token from network clients: WebSocket upgrade "
-                 "(Authorization: Bearer or ?access_token=) and TCP (initialize authToken)");
+                 "Require the bearer token in this file (first line) from network clients: WebSocket upgrade "
+                 "(Authorization: Bearer or ?access_token=) and TCP (initialize authToken). One principal, "
+                 "that sees every session");
+  app.add_option("--auth-file", config.auth_file,
+                 "Principals and their tokens, TOML: [principals.NAME] token = \"sha256:HEX\" (sha256 of the "
+                 "token: printf %s TOKEN | sha256sum), admin = true|false. Each principal sees only the "
+                 "sessions it created; an admin sees all")
+      ->excludes("--auth-token-file");
+  app.add_flag("--insecure-no-auth", config.insecure_no_auth,
+               "Allow listening on a non-loopback address without --auth-token-file or --auth-file (anyone who "
+               "reaches the port can run prompts)");
+  app.add_option("--allow-host", config.server.allowed_hosts,
+                 "Also serve HTTP and WebSocket requests whose Host header names this host (repeatable; any "
+                 "port). Loopback names and the address a client connected to are always served; other "
+                 "Host values get 421, which stops DNS rebinding");
+  app.add_option("--max-connections", config.server.max_connections,
+                 "Open network connections at once; more are closed at accept (0: half the file descriptor "
+                 "limit)");
+  app.add_option("--max-connections-per-ip", config.server.max_connections_per_ip,
+                 "Open network connections from one non-loopback client address (0: no limit)");
   app.add_option("--allow-origin", config.server.allowed_origins,
                  "Allow WebSocket upgrades from this Origin (repeatable); same-origin and Origin-less "
                  "clients are always allowed");

@@ -34,6 +34,9 @@ struct DaemonConfig {
   /// cancelled; 0 cancels them at once.
   std::chrono::milliseconds drain_timeout{30'000};
   std::string auth_token_file;
+  std::string auth_file;  ///< principals and their token hashes (TOML)
+  /// Serve non-loopback listeners without authentication.
+  bool insecure_no_auth = false;
   std::string tls_cert;  ///< PEM chain of wss:// and tls:// listeners
   std::string tls_key;
   /// 0: derived from the descriptor limit at start (see add_flags).

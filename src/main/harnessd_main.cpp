@@ -1,5 +1,6 @@
 // harnessd: serves LLM agent sessions over directional JSON-RPC 2.0 on
 // stdio, TCP and WebSocket. This file only wires flags to the layers.
+#include "auth/credentials.hpp"
 #include "config_file.hpp"
 #include "daemon_config.hpp"
 #include "harness/session_registry.hpp"
@@ -84,6 +85,29 @@ std::string read_token_file(const std::string& path) {
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   if (token.empty()) throw std::runtime_error("--auth-token-file " + path + " is empty");
   return token;
+}
+
+/// Whether a bound listener's address reaches only this machine.
+bool loopback_listener(const std::string& url) {
+  const util::ListenUrl parsed = util::parse_listen_url(url);
+  boost::system::error_code ec;
+  asio::ip::address address = asio::ip::make_address(parsed.host, ec);
+  if (ec) return false;
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  }
+  return address.is_loopback();
+}
+
+/// Who may connect, from --auth-file or --auth-token-file (neither: anyone).
+auth::Credentials load_credentials(const DaemonConfig& config) {
+  try {
+    if (!config.auth_file.empty()) return auth::Credentials::from_file(config.auth_file);
+    if (!config.auth_token_file.empty()) return auth::Credentials::single_token(read_token_file(config.auth_token_file));
+  } catch (const std::exception& e) {
+    throw StartupError(e.what());
+  }
+  return {};
 }
 
 /// Raises the soft descriptor limit to the hard one (logs and sockets both
@@ -196,7 +220,12 @@ int run(DaemonConfig config) {
   server::Metrics metrics;
 
   if (const char* cwd = std::getenv("DSH_CWD"); cwd != nullptr && *cwd != '\0') config.server.default_cwd = cwd;
-  if (!config.auth_token_file.empty()) config.server.auth_token = read_token_file(config.auth_token_file);
+  config.server.credentials = load_credentials(config);
+  if (config.server.credentials.required()) {
+    spdlog::info("authentication: {} principal(s){}", config.server.credentials.size(),
+                 config.server.credentials.namespaced() ? ", sessions per principal" : "");
+  }
+  if (config.server.max_connections == 0) config.server.max_connections = std::max<std::size_t>(64, fd_limit / 2);
   server::ServerContext context{config.server, sessions, providers, metrics};
   server::Server server(io, context);
   std::shared_ptr<server::TlsContext> tls;
@@ -230,6 +259,19 @@ int run(DaemonConfig config) {
     }
   }
   for (const std::string& url : listen) bound.push_back(server.listen(util::parse_listen_url(url)));
+  // Tools run commands for whoever reaches a listener: a port open to the
+  // network without authentication is a mistake unless said out loud.
+  if (!config.server.credentials.required()) {
+    for (const std::string& url : bound) {
+      if (loopback_listener(url)) continue;
+      if (!config.insecure_no_auth) {
+        throw StartupError(url + " is reachable from other machines and no authentication is configured: "
+                                 "give --auth-token-file FILE or --auth-file FILE, listen on 127.0.0.1, or "
+                                 "pass --insecure-no-auth if every client that can reach it is trusted");
+      }
+      spdlog::warn("{}: listening without authentication (--insecure-no-auth)", url);
+    }
+  }
 
   // Graceful stop: signal -> drain (no new connections or prompts; running
   // turns get --drain-timeout-ms to finish) -> stop (cancel what still runs,

@@ -43,6 +43,8 @@ struct ClientState final : harness::TurnOwner {
   ServerContext& context;
   const std::shared_ptr<Outbox> outbox;  ///< where this client's frames go
   bool initialized = false;
+  /// Who the client proved to be; nullptr until it authenticated.
+  const auth::Principal* principal = nullptr;
   bool stopping = false;  ///< the daemon is stopping this connection: no new prompts
   llm::Provider* provider = nullptr;
   std::string model;

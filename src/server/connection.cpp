@@ -1,8 +1,8 @@
 #include "server/connection.hpp"
 
 #include "server/metrics.hpp"
-#include "util/secret.hpp"
 #include "server/methods.hpp"
+#include "transport/http_sniff.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -12,14 +12,31 @@
 #include <boost/json/object.hpp>
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+
 namespace harnessd::server {
 namespace asio = boost::asio;
 namespace json = boost::json;
 using rpc::ErrorCode;
 using rpc::RpcError;
 
-Connection::Connection(Strand strand, std::unique_ptr<transport::FrameTransport> transport,
-                       ServerContext& context, bool authenticated)
+namespace {
+
+/// A short id that ties an internal error's answer to its line in the log.
+std::string next_error_id() {
+  static std::atomic<std::uint64_t> counter{0};
+  static const std::uint64_t start = static_cast<std::uint64_t>(
+      std::chrono::system_clock::now().time_since_epoch().count());
+  return fmt::format("{:x}", (start & 0xffffffffffULL) * 1000 + counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+}  // namespace
+
+Connection::Connection(Strand strand, std::unique_ptr<transport::FrameTransport> transport, ServerContext& context,
+                       const auth::Principal* principal, std::shared_ptr<void> slot)
     : strand_(std::move(strand)),
       transport_(std::move(transport)),
       context_(context),
@@ -30,7 +47,12 @@ Connection::Connection(Strand strand, std::unique_ptr<transport::FrameTransport>
       quiet_deadline_(strand_),
       peer_(transport_->peer()),
       client_(context, outbox_),
-      authenticated_(authenticated) {}
+      slot_(std::move(slot)) {
+  // Without credentials every client is the anonymous administrator.
+  client_.principal = principal != nullptr || context.config.credentials.required()
+                          ? principal
+                          : &auth::Credentials::anonymous();
+}
 
 asio::awaitable<void> Connection::run() {
   const transport::TransportKind kind = transport_->kind();
@@ -41,6 +63,9 @@ asio::awaitable<void> Connection::run() {
   if (kind != transport::TransportKind::stdio) arm_quiet_deadline(context_.config.handshake_timeout);
 
   const std::size_t max_inflight = context_.config.max_inflight_requests;
+  // Network peers prove they speak JSON-RPC before anything else; the stdio
+  // client is the process that started us.
+  const bool guarded = kind != transport::TransportKind::stdio;
   bool peer_finished = false;
   for (;;) {
     // Backpressure on a client that pipelines faster than requests finish.
@@ -61,7 +86,17 @@ asio::awaitable<void> Connection::run() {
                                       nullptr};
       std::string frame = rpc::encode_error(oversized);
       co_await push(std::move(frame));
+      if (guarded && !client_.initialized) {
+        refused_ = true;
+        break;
+      }
       continue;
+    }
+    if (guarded && !client_.initialized && transport::looks_like_http(read.frame)) {
+      // No answer: a page that posted here must not read a byte back.
+      spdlog::warn("{}: HTTP request on a JSON-RPC listener, closing", peer_);
+      refused_ = true;
+      break;
     }
     context_.metrics.bytes_read(read.frame.size());
     if (kind != transport::TransportKind::stdio && client_.initialized && context_.config.idle_timeout.count() > 0) {
@@ -75,10 +110,20 @@ asio::awaitable<void> Connection::run() {
       context_.metrics.request_answered(std::nullopt, static_cast<int>(error->code));
       std::string frame = rpc::encode_error(*error);
       co_await push(std::move(frame));
+      if (guarded && !client_.initialized) {
+        spdlog::info("{}: not JSON-RPC before initialize, closing", peer_);
+        refused_ = true;
+        break;
+      }
+    } else if (guarded && !client_.initialized) {
+      spdlog::info("{}: a response or notification before initialize, closing", peer_);
+      refused_ = true;
+      break;
     } else {
       spdlog::debug("{}: ignored a response or notification frame", peer_);
     }
   }
+  if (refused_) transport_->stop_reading();
 
   quiet_deadline_.cancel();
   client_.end_subscriptions();
@@ -170,7 +215,7 @@ void Connection::arm_quiet_deadline(std::chrono::milliseconds timeout) {
   quiet_deadline_.expires_after(timeout);
   quiet_deadline_.async_wait([self = shared_from_this(), timeout](boost::system::error_code ec) {
     if (ec || self->client_.stopping) return;
-    if (!self->client_.initialized || !self->authenticated_) {
+    if (!self->client_.initialized || self->client_.principal == nullptr) {
       spdlog::info("{}: no initialize within {} ms, closing", self->peer_, timeout.count());
       self->transport_->force_close();
       return;
@@ -227,9 +272,13 @@ asio::awaitable<void> Connection::handle(rpc::Request request) {
     code = static_cast<int>(e.code());
     reply = rpc::encode_error({request.id, e.code(), e.what(), e.data()});
   } catch (const std::exception& e) {
+    // The text may hold paths or database errors: it stays in our log, and
+    // the client gets an id to quote.
     code = static_cast<int>(ErrorCode::internal_error);
-    spdlog::error("{}: {} failed: {}", peer_, request.method, e.what());
-    reply = rpc::encode_error({request.id, ErrorCode::internal_error, e.what(), nullptr});
+    const std::string error_id = next_error_id();
+    spdlog::error("{}: {} failed (error id {}): {}", peer_, request.method, error_id, e.what());
+    reply = rpc::encode_error({request.id, ErrorCode::internal_error, "internal error (id " + error_id + ")",
+                               json::object{{"errorId", error_id}}});
   }
   context_.metrics.request_answered(spec ? std::optional(spec->method) : std::nullopt, code);
   co_await push(std::move(reply));
@@ -242,22 +291,25 @@ asio::awaitable<void> Connection::handle(rpc::Request request) {
 }
 
 void Connection::authenticate(const MethodSpec* spec, const rpc::Request& request) {
+  const auth::Credentials& credentials = context_.config.credentials;
   const json::value* token = spec != nullptr && spec->authenticates && request.params.is_object()
                                  ? request.params.get_object().if_contains("authToken")
                                  : nullptr;
-  const bool token_ok = !auth_refused_ && token != nullptr && token->is_string() &&
-                        util::same_secret(token->get_string(), *context_.config.auth_token);
-  if (!token_ok) {
+  const auth::Principal* principal =
+      !auth_refused_ && token != nullptr && token->is_string() ? credentials.authenticate(token->get_string())
+                                                               : nullptr;
+  if (principal == nullptr) {
     // One refusal ends the connection: later requests get no second try.
     if (!auth_refused_) spdlog::warn("{}: refused: missing or wrong authToken", peer_);
     auth_refused_ = true;
     throw RpcError(ErrorCode::unauthorized, "unauthorized");
   }
-  authenticated_ = true;
+  client_.principal = principal;
+  spdlog::info("{}: authenticated as {}", peer_, principal->name);
 }
 
 asio::awaitable<std::string> Connection::call(const MethodSpec* spec, const rpc::Request& request) {
-  if (!authenticated_) authenticate(spec, request);
+  if (client_.principal == nullptr) authenticate(spec, request);
   if (spec != nullptr && spec->answers_last) {
     shutting_down_ = true;
     // Every other request (running turns included) is answered first, so

@@ -30,10 +30,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using Strand = boost::asio::strand<boost::asio::any_io_executor>;
 
-  /// `authenticated`: the transport already checked the client (WebSocket
-  /// upgrade), or no token is configured.
-  Connection(Strand strand, std::unique_ptr<transport::FrameTransport> transport,
-             ServerContext& context, bool authenticated);
+  /// `principal`: who the transport already proved the client to be
+  /// (WebSocket upgrade, stdio), or nullptr: initialize decides.
+  /// `slot`: the connection's place under the connection limits.
+  Connection(Strand strand, std::unique_ptr<transport::FrameTransport> transport, ServerContext& context,
+             const auth::Principal* principal, std::shared_ptr<void> slot = {});
 
   /// Serves the connection until it ends. Run it on strand().
   boost::asio::awaitable<void> run();
@@ -49,7 +50,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::awaitable<void> handle(rpc::Request request);
   /// Applies the gates of `spec` (nullptr: unknown method), then runs it.
   boost::asio::awaitable<std::string> call(const MethodSpec* spec, const rpc::Request& request);
-  /// Throws -32004 unless `request` is an initialize with the right token.
+  /// Sets the client's principal from an initialize's authToken (anyone is
+  /// the anonymous administrator when no credentials are configured);
+  /// throws -32004 for anything else.
   void authenticate(const MethodSpec* spec, const rpc::Request& request);
   boost::asio::awaitable<void> push(std::string frame);
   /// Closes the connection when the peer accepted no bytes for a whole write
@@ -72,8 +75,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Strand-only state.
   ClientState client_;
-  bool authenticated_;
+  std::shared_ptr<void> slot_;
   bool auth_refused_ = false;
+  /// Before initialize succeeds, a frame that is not a JSON-RPC request ends
+  /// a network connection (a browser's cross-site POST, a port scan).
+  bool refused_ = false;
   bool shutting_down_ = false;  ///< a shutdown request arrived: later requests get -32003
   bool writer_done_ = false;
   bool writing_ = false;  ///< a batch write is in progress (the deadline runs)

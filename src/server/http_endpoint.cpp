@@ -9,7 +9,6 @@
 #include "server/metrics.hpp"
 #include "server/server.hpp"
 #include "server/web_assets.hpp"
-#include "util/secret.hpp"
 #include "util/version.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -24,6 +23,7 @@
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <spdlog/spdlog.h>
 
@@ -72,11 +72,30 @@ std::string url_decode(std::string_view in) {
   return out;
 }
 
+/// The page may load only its own files and talk only to this port; no site
+/// may frame it, sniff its types or learn its address from a Referer.
+void set_security_headers(Response& res, const Request& req) {
+  std::string_view host = req[http::field::host];
+  const bool plain = std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']';
+  });
+  // Older browsers do not count ws: as 'self': name this port explicitly.
+  const std::string sockets = plain && !host.empty() ? fmt::format(" ws://{0} wss://{0}", host) : std::string();
+  res.set("Content-Security-Policy",
+          fmt::format("default-src 'self'; connect-src 'self'{}; img-src 'self' data:; object-src 'none'; "
+                      "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+                      sockets));
+  res.set(http::field::x_frame_options, "DENY");
+  res.set("X-Content-Type-Options", "nosniff");
+  res.set("Referrer-Policy", "no-referrer");
+}
+
 Response make_response(const Request& req, http::status status, std::string_view type, std::string body) {
   Response res{status, req.version()};
   res.set(http::field::server, "harnessd");
   res.set(http::field::content_type, type);
   res.set(http::field::cache_control, "no-store");
+  set_security_headers(res, req);
   res.keep_alive(req.keep_alive());
   res.body() = std::move(body);
   res.prepare_payload();
@@ -125,9 +144,54 @@ Response route(const Request& req, Server& server) {
   return text_response(req, http::status::not_found, "not found");
 }
 
+/// Lower-case ASCII, for host names.
+std::string lower(std::string_view in) {
+  std::string out(in);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// Whether `host` (a Host header) names this daemon: a loopback name or the
+/// address the client connected to, with the port it connected to, or a
+/// name from --allow-host with any port. A DNS name that an attacker
+/// rebinds to 127.0.0.1 is none of these, so its pages cannot reach us.
+bool host_allowed(std::string_view host_header, const asio::ip::tcp::endpoint& local, bool secure,
+                  const std::vector<std::string>& allowed_hosts) {
+  const std::string host = lower(host_header);
+  if (host.empty()) return false;
+  std::string name = host;
+  std::string port;
+  // "[v6]:port", "[v6]", "name:port" or "name".
+  if (host.front() == '[') {
+    const std::size_t close = host.find(']');
+    if (close == std::string::npos) return false;
+    name = host.substr(0, close + 1);
+    if (close + 1 < host.size()) {
+      if (host[close + 1] != ':') return false;
+      port = host.substr(close + 2);
+    }
+  } else if (const std::size_t colon = host.rfind(':'); colon != std::string::npos) {
+    name = host.substr(0, colon);
+    port = host.substr(colon + 1);
+  }
+  if (!std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  for (const std::string& allowed : allowed_hosts) {
+    if (name == lower(allowed)) return true;
+  }
+  const std::string local_port = std::to_string(local.port());
+  const bool default_port = (secure && local.port() == 443) || (!secure && local.port() == 80);
+  if (port != local_port && !(port.empty() && default_port)) return false;
+  asio::ip::address address = local.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  }
+  const std::string local_name = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return name == "localhost" || name == "127.0.0.1" || name == "[::1]" || name == local_name;
+}
+
 /// Why an upgrade is refused, or nullopt when it is allowed.
 std::optional<Response> check_upgrade(const Request& req, const ServerContext& context, const std::string& peer,
-                                      bool secure) {
+                                      bool secure, const auth::Principal*& principal) {
   const ServerConfig& config = context.config;
   if (context.draining.load(std::memory_order_acquire)) {
     return text_response(req, http::status::service_unavailable, "shutting down");
@@ -145,22 +209,27 @@ std::optional<Response> check_upgrade(const Request& req, const ServerContext& c
                            fmt::format("origin {} is not allowed (start harnessd with --allow-origin {})", value, value));
     }
   }
-  if (config.auth_token) {
-    std::string token = url_decode(query_param(req.target(), "access_token"));
-    const std::string_view authorization = req[http::field::authorization];
-    if (authorization.starts_with("Bearer ")) token = std::string(authorization.substr(7));
-    if (!util::same_secret(token, *config.auth_token)) {
-      spdlog::warn("{}: websocket refused: {} bearer token", peer, token.empty() ? "missing" : "wrong");
-      Response res = text_response(req, http::status::unauthorized,
-                                   token.empty() ? "missing bearer token" : "wrong bearer token");
-      res.set(http::field::www_authenticate, "Bearer");
-      return res;
-    }
+  if (!config.credentials.required()) {
+    principal = &auth::Credentials::anonymous();
+    return std::nullopt;
   }
+  std::string token = url_decode(query_param(req.target(), "access_token"));
+  const std::string_view authorization = req[http::field::authorization];
+  if (authorization.starts_with("Bearer ")) token = std::string(authorization.substr(7));
+  principal = config.credentials.authenticate(token);
+  if (principal == nullptr) {
+    spdlog::warn("{}: websocket refused: {} bearer token", peer, token.empty() ? "missing" : "wrong");
+    Response res = text_response(req, http::status::unauthorized,
+                                 token.empty() ? "missing bearer token" : "wrong bearer token");
+    res.set(http::field::www_authenticate, "Bearer");
+    return res;
+  }
+  spdlog::info("{}: websocket authenticated as {}", peer, principal->name);
   return std::nullopt;
 }
 
-asio::awaitable<void> serve(transport::detail::CorkedStream stream, Server& server, std::string peer) {
+asio::awaitable<void> serve(transport::detail::CorkedStream stream, Server& server, std::string peer,
+                            std::shared_ptr<void> slot) {
   // A daemon that stops closes idle keep-alive connections at once. The
   // close runs on this connection's strand and only while this frame lives.
   auto alive = std::make_shared<bool>(true);
@@ -192,8 +261,25 @@ asio::awaitable<void> serve(transport::detail::CorkedStream stream, Server& serv
     }
     Request req = parser.release();
 
+    boost::system::error_code local_ec;
+    const asio::ip::tcp::endpoint local = stream.lowest().socket().local_endpoint(local_ec);
+    if (local_ec || !host_allowed(req[http::field::host], local, stream.secure(),
+                                  server.context().config.allowed_hosts)) {
+      // Every path, upgrades included: a rebound DNS name gets nothing.
+      spdlog::warn("{}: refused Host \"{}\" (start harnessd with --allow-host NAME to serve that name)", peer,
+                   std::string(req[http::field::host]).substr(0, 256));
+      Response refusal = text_response(req, http::status::misdirected_request,
+                                       "this host name is not served here (harnessd --allow-host NAME)");
+      refusal.keep_alive(false);
+      co_await http::async_write(stream, refusal, asio::redirect_error(asio::use_awaitable, ec));
+      stream.lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+      co_return;
+    }
+
     if (beast::websocket::is_upgrade(req)) {
-      if (std::optional<Response> refusal = check_upgrade(req, server.context(), peer, stream.secure())) {
+      const auth::Principal* principal = nullptr;
+      if (std::optional<Response> refusal =
+              check_upgrade(req, server.context(), peer, stream.secure(), principal)) {
         refusal->keep_alive(false);
         co_await http::async_write(stream, *refusal, asio::redirect_error(asio::use_awaitable, ec));
         stream.lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
@@ -208,7 +294,7 @@ asio::awaitable<void> serve(transport::detail::CorkedStream stream, Server& serv
       auto ws = std::make_unique<transport::WebSocketTransport>(std::move(stream), options, scheme + peer);
       if (!co_await ws->accept(req)) co_return;
       // Authenticated by the upgrade checks above.
-      server.launch(std::make_shared<Connection>(strand, std::move(ws), server.context(), true));
+      server.launch(std::make_shared<Connection>(strand, std::move(ws), server.context(), principal, std::move(slot)));
       co_return;
     }
 
@@ -230,7 +316,7 @@ asio::awaitable<void> serve(transport::detail::CorkedStream stream, Server& serv
 /// wss://: the TLS handshake, within the WebSocket handshake timeout, then
 /// the same HTTP and WebSocket service as ws://.
 asio::awaitable<void> serve_tls(beast::tcp_stream tcp, std::shared_ptr<asio::ssl::context> tls, Server& server,
-                                std::string peer) {
+                                std::string peer, std::shared_ptr<void> slot) {
   beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp), *tls);
   beast::get_lowest_layer(stream).expires_after(server.context().config.ws_handshake_timeout);
   boost::system::error_code ec;
@@ -242,13 +328,13 @@ asio::awaitable<void> serve_tls(beast::tcp_stream tcp, std::shared_ptr<asio::ssl
     co_return;
   }
   transport::detail::CorkedStream corked(std::move(stream));  // named: no temporary crosses the co_await
-  co_await serve(std::move(corked), server, std::move(peer));
+  co_await serve(std::move(corked), server, std::move(peer), std::move(slot));
 }
 
 }  // namespace
 
 void serve_http_or_websocket(asio::ip::tcp::socket socket, Server& server,
-                             std::shared_ptr<asio::ssl::context> tls) {
+                             std::shared_ptr<asio::ssl::context> tls, std::shared_ptr<void> slot) {
   boost::system::error_code ec;
   // Frames are written whole and at once; Nagle would hold back the tail of
   // a batch until the peer's delayed ACK.
@@ -265,11 +351,14 @@ void serve_http_or_websocket(asio::ip::tcp::socket socket, Server& server,
     }
   };
   if (tls) {
-    asio::co_spawn(executor, serve_tls(beast::tcp_stream(std::move(socket)), std::move(tls), server, std::move(peer)),
+    asio::co_spawn(executor,
+                   serve_tls(beast::tcp_stream(std::move(socket)), std::move(tls), server, std::move(peer),
+                             std::move(slot)),
                    on_end);
   } else {
     asio::co_spawn(executor,
-                   serve(transport::detail::CorkedStream(beast::tcp_stream(std::move(socket))), server, std::move(peer)),
+                   serve(transport::detail::CorkedStream(beast::tcp_stream(std::move(socket))), server, std::move(peer),
+                         std::move(slot)),
                    on_end);
   }
 }

@@ -17,7 +17,9 @@ class Server;
 
 /// Takes over an accepted socket (already on its own strand). With `tls`
 /// (wss://) the connection starts with a TLS handshake under that identity.
+/// `slot`: the connection's place under the connection limits, held until
+/// the socket closes.
 void serve_http_or_websocket(boost::asio::ip::tcp::socket socket, Server& server,
-                             std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
+                             std::shared_ptr<boost::asio::ssl::context> tls, std::shared_ptr<void> slot);
 
 }  // namespace harnessd::server

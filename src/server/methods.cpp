@@ -29,6 +29,17 @@ using rpc::RpcError;
 
 namespace {
 
+/// The store's id of the session this client names `wire_id`: a principal
+/// reaches only its own namespace (auth::Principal::store_id).
+std::string store_id(const ClientState& client, std::string_view wire_id) {
+  return client.principal->store_id(wire_id);
+}
+
+/// How notifications name a session: as its owner does.
+std::string shown_id(const ServerContext& context, std::string_view store_id) {
+  return std::string(context.config.credentials.namespaced() ? auth::owner_view(store_id) : store_id);
+}
+
 protocol::InitializeResult initialize(ClientState& client, protocol::InitializeParams p) {
   if (client.initialized) throw RpcError(ErrorCode::invalid_request, "already initialized");
   ServerContext& context = client.context;
@@ -68,7 +79,7 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   if (client.stopping || context.draining.load(std::memory_order_acquire)) {
     throw RpcError(ErrorCode::shutting_down, "shutting down");
   }
-  std::shared_ptr<harness::Session> session = context.sessions.get_or_create(p.session_id);
+  std::shared_ptr<harness::Session> session = context.sessions.get_or_create(store_id(client, p.session_id));
   // Decided here, on any thread, without waiting for the session's strand:
   // a busy session answers at once even while its turn holds the strand.
   if (!session->try_reserve()) {
@@ -87,7 +98,7 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   input.admit = true;
   input.run_detached = client.on_disconnect == protocol::OnDisconnect::continue_running;
 
-  OutboxSink sink(client.outbox, context.metrics);
+  OutboxSink sink(client.outbox, context.metrics, context.config.credentials.namespaced());
   ++client.prompting[session];
   struct Done {
     ClientState& c;
@@ -122,13 +133,14 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
 }
 
 asio::awaitable<protocol::CancelResult> cancel(ClientState& client, protocol::CancelParams p) {
-  std::shared_ptr<harness::Session> session = client.context.sessions.find(p.session_id);
+  const std::string id = store_id(client, p.session_id);
+  std::shared_ptr<harness::Session> session = client.context.sessions.find(id);
   bool cancelled = session && session->cancel("cancelled", nullptr);
   store::EventStore& store = client.context.sessions.store();
   if (!cancelled && store.shared()) {
     // The turn may run on another node: that node hears it from the store.
     try {
-      cancelled = co_await store.forward_cancel(p.session_id);
+      cancelled = co_await store.forward_cancel(id);
     } catch (const std::system_error& e) {
       spdlog::warn("session/cancel of {}: not forwarded: {}", p.session_id, e.what());
     }
@@ -148,37 +160,60 @@ constexpr std::size_t page_max_bytes = 4 * 1024 * 1024;
 
 asio::awaitable<protocol::ListResult> list(ClientState& client, protocol::ListParams p) {
   harness::SessionRegistry& sessions = client.context.sessions;
-  store::ListPage page;
-  try {
-    page = co_await sessions.store().list(std::move(p.cursor), static_cast<std::size_t>(p.limit));
-  } catch (const std::invalid_argument&) {
-    throw RpcError(ErrorCode::invalid_params, "params.cursor is not a cursor of session/list");
-  }
+  const auth::Principal& principal = *client.principal;
+  const auto limit = static_cast<std::size_t>(p.limit);
   protocol::ListResult result;
-  result.next_cursor = std::move(page.next_cursor);
-  for (store::SessionInfo& info : page.sessions) {
-    const std::shared_ptr<harness::Session> loaded = sessions.find(info.id);
-    result.sessions.push_back(protocol::SessionSummary{.session_id = std::move(info.id),
-                                                       .created_at = info.created_at_ms,
-                                                       .updated_at = info.updated_at_ms,
-                                                       .last_seq = info.last_seq,
-                                                       .turns = info.turns,
-                                                       .running = (loaded && loaded->reserved()) || info.leased,
-                                                       .parent_session_id = std::move(info.parent)});
-  }
+  std::optional<std::string> cursor = std::move(p.cursor);
+  // A principal sees only its own sessions: the store's pages are filtered,
+  // and read on until the page is full, the store is done, or this call has
+  // looked at a bounded number of sessions (then the short page carries a
+  // cursor to go on from).
+  std::size_t scanned = 0;
+  const std::size_t scan_budget = 16 * limit + 4096;
+  do {
+    store::ListPage page;
+    try {
+      page = co_await sessions.store().list(std::move(cursor), limit - result.sessions.size());
+    } catch (const std::invalid_argument&) {
+      throw RpcError(ErrorCode::invalid_params, "params.cursor is not a cursor of session/list");
+    }
+    cursor = std::move(page.next_cursor);
+    scanned += page.sessions.size();
+    for (store::SessionInfo& info : page.sessions) {
+      const std::optional<std::string_view> wire = principal.wire_id(info.id);
+      if (!wire) continue;
+      const std::shared_ptr<harness::Session> loaded = sessions.find(info.id);
+      std::optional<std::string> parent;
+      if (info.parent) {
+        if (const std::optional<std::string_view> parent_wire = principal.wire_id(*info.parent)) {
+          parent = std::string(*parent_wire);
+        }
+      }
+      result.sessions.push_back(protocol::SessionSummary{.session_id = std::string(*wire),
+                                                         .created_at = info.created_at_ms,
+                                                         .updated_at = info.updated_at_ms,
+                                                         .last_seq = info.last_seq,
+                                                         .turns = info.turns,
+                                                         .running = (loaded && loaded->reserved()) || info.leased,
+                                                         .parent_session_id = std::move(parent)});
+    }
+  } while (cursor && result.sessions.size() < limit && scanned < scan_budget);
+  result.next_cursor = std::move(cursor);
   co_return result;
 }
 
 asio::awaitable<protocol::EventsResult> events(ClientState& client, protocol::EventsParams p) {
+  const std::string id = store_id(client, p.session_id);
   std::optional<store::EventPage> page = co_await client.context.sessions.store().read_events(
-      p.session_id, p.after_seq, static_cast<std::size_t>(p.limit), page_max_bytes);
+      id, p.after_seq, static_cast<std::size_t>(p.limit), page_max_bytes);
   if (!page) unknown_session(p.session_id);
   co_return protocol::EventsResult{.events = std::move(page->events), .last_seq = page->last_seq, .more = page->more};
 }
 
 /// On the session's strand: loads it if it has a log, and subscribes.
 /// Returns the seq the subscription starts after; null for no log.
-asio::awaitable<std::optional<std::int64_t>> attach(std::shared_ptr<harness::Session> session,
+asio::awaitable<std::optional<std::int64_t>> attach(const ServerContext& context,
+                                                    std::shared_ptr<harness::Session> session,
                                                     std::shared_ptr<Subscription> subscription) {
   std::optional<std::string> no_cwd;  // a named local: no temporary crosses the co_await (GCC 12)
   const bool loaded = co_await session->ensure_loaded(std::move(no_cwd), store::OpenMode::existing);
@@ -186,7 +221,7 @@ asio::awaitable<std::optional<std::int64_t>> attach(std::shared_ptr<harness::Ses
   if (!loaded) co_return last_seq;
   // Another node may have logged more since this one loaded the session.
   if (session->registry().store().shared()) {
-    rpc::EventEnvelope wire = rpc::session_event_envelope(session->id());
+    rpc::EventEnvelope wire = rpc::session_event_envelope(shown_id(context, session->id()));
     harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
     co_await session->catch_up(std::move(envelope));
   }
@@ -203,7 +238,7 @@ asio::awaitable<void> detach(std::shared_ptr<harness::Session> session, std::sha
 /// session.event notifications, a page (one block) at a time.
 asio::awaitable<void> replay(ClientState& client, const std::string& session_id, std::int64_t after_seq,
                              std::int64_t last_seq) {
-  const rpc::EventEnvelope envelope = rpc::session_event_envelope(session_id);
+  const rpc::EventEnvelope envelope = rpc::session_event_envelope(shown_id(client.context, session_id));
   while (after_seq < last_seq) {
     const auto limit = static_cast<std::size_t>(std::min(last_seq - after_seq, protocol::max_page_limit));
     std::optional<store::EventPage> page =
@@ -232,7 +267,8 @@ asio::awaitable<protocol::SubscribeResult> subscribe(ClientState& client, protoc
     throw RpcError(ErrorCode::invalid_params,
                    "too many subscriptions (" + std::to_string(context.config.max_subscriptions) + ")");
   }
-  std::shared_ptr<harness::Session> session = context.sessions.get_or_create(p.session_id);
+  const std::string id = store_id(client, p.session_id);
+  std::shared_ptr<harness::Session> session = context.sessions.get_or_create(id);
   auto subscription =
       std::make_shared<Subscription>(&client, client.outbox, context.config.subscriber_max_bytes, context.metrics);
   // Taken before the first wait, so a second subscribe of this connection
@@ -241,11 +277,12 @@ asio::awaitable<protocol::SubscribeResult> subscribe(ClientState& client, protoc
   context.metrics.subscription_opened();
   std::optional<std::int64_t> last_seq;
   try {
-    last_seq = co_await asio::co_spawn(session->strand(), attach(session, subscription), asio::use_awaitable);
+    last_seq =
+        co_await asio::co_spawn(session->strand(), attach(context, session, subscription), asio::use_awaitable);
     if (!last_seq) unknown_session(p.session_id);
     // The connection may have ended its subscriptions while this one attached.
     if (!client.subscribed(p.session_id, *subscription)) throw RpcError(ErrorCode::shutting_down, "shutting down");
-    if (p.after_seq) co_await replay(client, p.session_id, *p.after_seq, *last_seq);
+    if (p.after_seq) co_await replay(client, id, *p.after_seq, *last_seq);
   } catch (...) {
     if (client.subscribed(p.session_id, *subscription)) {
       client.subscriptions.erase(p.session_id);

@@ -13,7 +13,9 @@ class Metrics;
 
 class OutboxSink final : public harness::EventSink {
  public:
-  OutboxSink(std::shared_ptr<Outbox> outbox, Metrics& metrics);
+  /// `namespaced`: sessions live in per-principal namespaces, and
+  /// notifications name them as their owner does (auth::owner_view).
+  OutboxSink(std::shared_ptr<Outbox> outbox, Metrics& metrics, bool namespaced);
 
   Envelope envelope(std::string_view session_id) override;
   boost::asio::awaitable<bool> on_events(std::shared_ptr<const std::string> block, std::size_t count) override;
@@ -23,8 +25,11 @@ class OutboxSink final : public harness::EventSink {
  private:
   boost::asio::awaitable<void> push(std::string frame);
 
+  std::string shown(std::string_view session_id) const;
+
   std::shared_ptr<Outbox> outbox_;
   Metrics& metrics_;
+  const bool namespaced_;
 };
 
 }  // namespace harnessd::server

@@ -1,6 +1,7 @@
 #include "server/server.hpp"
 
 #include "server/connection.hpp"
+#include "server/connection_limiter.hpp"
 #include "server/http_endpoint.hpp"
 #include "server/tls_context.hpp"
 #include "transport/ndjson_transport.hpp"
@@ -30,7 +31,11 @@ struct Server::Listener {
   std::string url;
 };
 
-Server::Server(asio::io_context& io, ServerContext& context) : io_(io), context_(context) {}
+Server::Server(asio::io_context& io, ServerContext& context)
+    : io_(io),
+      context_(context),
+      limiter_(std::make_shared<ConnectionLimiter>(context.config.max_connections,
+                                                   context.config.max_connections_per_ip)) {}
 
 Server::~Server() = default;
 
@@ -104,25 +109,38 @@ asio::awaitable<void> Server::accept_loop(std::shared_ptr<Listener> listener) {
       co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
+    // Counted from accept to close, before a byte is read: an unauthenticated
+    // flood is refused here, not after it holds buffers.
+    const tcp::endpoint remote = socket.remote_endpoint(ec);
+    std::shared_ptr<void> slot = ec ? nullptr : limiter_->try_acquire(remote.address());
+    if (!slot) {
+      spdlog::warn("{}: connection from {} refused: --max-connections ({}) or --max-connections-per-ip ({}) reached",
+                   listener->url, ec ? std::string("?") : remote.address().to_string(),
+                   context_.config.max_connections, context_.config.max_connections_per_ip);
+      socket.close(ec);
+      continue;
+    }
     if (listener->scheme == "ws" || listener->scheme == "wss") {
-      serve_http_or_websocket(std::move(socket), *this, listener->scheme == "wss" ? tls_->current() : nullptr);
+      serve_http_or_websocket(std::move(socket), *this, listener->scheme == "wss" ? tls_->current() : nullptr,
+                              std::move(slot));
       continue;
     }
     if (listener->scheme == "tls") {
       auto executor = socket.get_executor();
-      asio::co_spawn(executor, serve_tls(std::move(socket), tls_->current()), asio::detached);
+      asio::co_spawn(executor, serve_tls(std::move(socket), tls_->current(), std::move(slot)), asio::detached);
       continue;
     }
     auto strand = socket.get_executor();
     auto transport = std::make_unique<transport::NdjsonTransport>(
         transport::make_tcp_stream(std::move(socket)), transport::TransportKind::tcp,
         context_.config.max_frame_bytes);
-    launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_,
-                                        !context_.config.auth_token.has_value()));
+    launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_, nullptr,
+                                        std::move(slot)));
   }
 }
 
-asio::awaitable<void> Server::serve_tls(tcp::socket socket, std::shared_ptr<asio::ssl::context> tls) {
+asio::awaitable<void> Server::serve_tls(tcp::socket socket, std::shared_ptr<asio::ssl::context> tls,
+                                        std::shared_ptr<void> slot) {
   boost::system::error_code ec;
   const tcp::endpoint remote = socket.remote_endpoint(ec);
   const std::string peer =
@@ -147,8 +165,8 @@ asio::awaitable<void> Server::serve_tls(tcp::socket socket, std::shared_ptr<asio
   auto transport = std::make_unique<transport::NdjsonTransport>(transport::make_tls_stream(std::move(*stream), peer),
                                                                 transport::TransportKind::tcp,
                                                                 context_.config.max_frame_bytes);
-  launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_,
-                                      !context_.config.auth_token.has_value()));
+  launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_, nullptr,
+                                      std::move(slot)));
 }
 
 void Server::serve_stdio(std::function<void()> on_end) {
@@ -157,7 +175,8 @@ void Server::serve_stdio(std::function<void()> on_end) {
       transport::make_stdio_stream(strand), transport::TransportKind::stdio,
       context_.config.max_frame_bytes);
   // The local process that spawned us owns our pipes: no token needed.
-  launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_, true),
+  launch(std::make_shared<Connection>(Connection::Strand(strand), std::move(transport), context_,
+                                      &auth::Credentials::anonymous()),
          std::move(on_end));
 }
 

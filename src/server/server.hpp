@@ -25,6 +25,7 @@ class context;
 namespace harnessd::server {
 
 class Connection;
+class ConnectionLimiter;
 class TlsContext;
 
 /// Thread-safe.
@@ -76,7 +77,8 @@ class Server {
   void require_tls(const std::string& scheme) const;
   /// tls://: the handshake, then NDJSON as on tcp://.
   boost::asio::awaitable<void> serve_tls(boost::asio::ip::tcp::socket socket,
-                                         std::shared_ptr<boost::asio::ssl::context> tls);
+                                         std::shared_ptr<boost::asio::ssl::context> tls,
+                                         std::shared_ptr<void> slot);
 
   boost::asio::io_context& io_;
   ServerContext& context_;
@@ -88,6 +90,7 @@ class Server {
   std::map<std::uint64_t, std::function<void()>> http_;
   std::shared_ptr<TlsContext> tls_;
   std::uint64_t next_http_ = 0;
+  std::shared_ptr<ConnectionLimiter> limiter_;
 };
 
 }  // namespace harnessd::server

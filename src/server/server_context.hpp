@@ -1,6 +1,8 @@
 // Everything a connection needs from the daemon, and the knobs that bound it.
 #pragma once
 
+#include "auth/credentials.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -40,8 +42,18 @@ struct ServerConfig {
   std::chrono::milliseconds idle_timeout{0};
   std::string default_provider = "scripted";
   std::optional<std::string> default_cwd;  ///< DSH_CWD, for sessions of clients that send none
-  std::optional<std::string> auth_token;   ///< required from network clients when set
+  /// Who network clients may be; none configured: anyone, as the anonymous
+  /// administrator.
+  auth::Credentials credentials;
   std::vector<std::string> allowed_origins;
+  /// Host header values the HTTP/WebSocket port accepts besides loopback
+  /// names and the address a client connected to (DNS rebinding guard).
+  std::vector<std::string> allowed_hosts;
+  /// Open network connections at once, in all and per client address (0: no
+  /// limit); past them a new connection is closed at once. Loopback clients
+  /// count only toward the total.
+  std::size_t max_connections = 0;
+  std::size_t max_connections_per_ip = 256;
   std::chrono::milliseconds ws_idle_timeout{60'000};
   bool ws_deflate = false;
   std::size_t ws_deflate_threshold = 1024;

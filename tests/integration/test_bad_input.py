@@ -1,4 +1,7 @@
-"""PROTOCOL.md §3: every bad input gets a clear answer and the connection keeps serving."""
+"""PROTOCOL.md §3: every bad input gets a clear answer. After initialize the
+connection keeps serving; before it, on a network listener, a frame that is
+no JSON-RPC request is answered (where an answer is due) and ends the
+connection (docs/protocol.md, Security model)."""
 
 import time
 
@@ -237,12 +240,27 @@ def test_bad_input(spawn, shared, case_id, initialized, raw, expected):
     assert rc is None, f"harnessd exited ({rc}) after {case_id}; stderr:\n{d.stderr()}"
 
 
+def closes_before_initialize(initialized, expected):
+    """A frame that is no request, sent before initialize: the connection ends."""
+    return not initialized and all(code in (PARSE_ERROR, INVALID_REQUEST) for code, _, _ in expected)
+
+
 def check_case(d, case_id, initialized, raw, expected):
     c = d.connect()
     if initialized:
         c.send_raw(req("initialize", {}, "init"))
         assert "result" in c.next_frame()
     c.send_raw(raw)
+    if closes_before_initialize(initialized, expected):
+        assert c.wait_eof(), f"{case_id}: the connection should end"
+        answers = [f.obj for f in c.frames]
+        assert len(answers) == len(expected), f"expected {len(expected)} answer(s) and no more, got {answers}"
+        for answer, exp in zip(answers, expected):
+            check_answer(answer, exp)
+        c2 = d.connect()
+        c2.send_raw(req("initialize", {}, 1))
+        assert "result" in c2.next_frame()
+        return
     # follow-up request proves the connection still serves, and bounds the answers
     if initialized:
         c.send_raw(req("session/cancel", {"sessionId": "follow-up"}, "follow"))

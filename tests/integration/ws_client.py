@@ -223,7 +223,8 @@ class WSClient:
             key = base64.b64encode(os.urandom(16)).decode("ascii")
             lines = [
                 f"GET {path} HTTP/1.1",
-                f"Host: {host}:{port}",
+                # A "Host" in headers replaces this one (DNS rebinding tests).
+                f"Host: {(headers or {}).get('Host', f'{host}:{port}')}",
                 "Upgrade: websocket",
                 "Connection: Upgrade",
                 f"Sec-WebSocket-Key: {key}",
@@ -232,7 +233,8 @@ class WSClient:
             if origin is not None:
                 lines.append(f"Origin: {origin}")
             for name, value in (headers or {}).items():
-                lines.append(f"{name}: {value}")
+                if name != "Host":
+                    lines.append(f"{name}: {value}")
             sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("iso-8859-1"))
             deadline = time.monotonic() + timeout
             head = read_http_response(sock, deadline)

@@ -30,8 +30,12 @@ namespace {
 class MemoryTransport final : public transport::FrameTransport {
  public:
   MemoryTransport(asio::any_io_executor executor, std::deque<std::string> input,
-                  std::shared_ptr<std::vector<json::object>> output)
-      : input_(std::move(input)), output_(std::move(output)), wakeup_(util::Wakeup::create(executor)) {}
+                  std::shared_ptr<std::vector<json::object>> output,
+                  transport::TransportKind kind = transport::TransportKind::stdio)
+      : input_(std::move(input)),
+        output_(std::move(output)),
+        wakeup_(util::Wakeup::create(executor)),
+        kind_(kind) {}
 
   asio::awaitable<transport::ReadResult> read_frame() override {
     if (stopped_ || input_.empty()) co_return transport::ReadResult{};
@@ -53,11 +57,14 @@ class MemoryTransport final : public transport::FrameTransport {
     co_return;
   }
   void stop_reading() override { stopped_ = true; }
+  /// Frames the connection never read.
+  std::size_t unread() const { return input_.size(); }
   asio::awaitable<void> close() override { co_return; }
   void force_close() override { stopped_ = true; }
   std::uint64_t bytes_written() const override { return written_; }
-  // stdio: no handshake timeout, and input EOF lets running turns finish.
-  transport::TransportKind kind() const override { return transport::TransportKind::stdio; }
+  // stdio by default: no handshake timeout, and input EOF lets running
+  // turns finish.
+  transport::TransportKind kind() const override { return kind_; }
   std::string peer() const override { return "memory"; }
 
  private:
@@ -67,6 +74,7 @@ class MemoryTransport final : public transport::FrameTransport {
   std::shared_ptr<util::Wakeup> wakeup_;
   std::uint64_t written_ = 0;
   bool stopped_ = false;
+  transport::TransportKind kind_;
 };
 
 struct Daemon {
@@ -81,15 +89,20 @@ struct Daemon {
 
   /// Runs one connection that receives `frames`, to its end; returns what
   /// it wrote.
-  std::vector<json::object> serve(std::deque<std::string> frames, bool authenticated = true) {
+  std::vector<json::object> serve(std::deque<std::string> frames, bool authenticated = true,
+                                  transport::TransportKind kind = transport::TransportKind::stdio,
+                                  std::size_t* unread = nullptr) {
     auto output = std::make_shared<std::vector<json::object>>();
     auto strand = asio::make_strand(io.get_executor());
+    auto transport = std::make_unique<MemoryTransport>(strand, std::move(frames), output, kind);
+    MemoryTransport* memory = transport.get();
     auto connection = std::make_shared<server::Connection>(
-        strand, std::make_unique<MemoryTransport>(strand, std::move(frames), output), context, authenticated);
+        strand, std::move(transport), context, authenticated ? &auth::Credentials::anonymous() : nullptr);
     auto done = asio::co_spawn(strand, connection->run(), asio::use_future);
     io.run();
     io.restart();
     done.get();
+    if (unread != nullptr) *unread = memory->unread();
     return *output;
   }
 };
@@ -182,7 +195,7 @@ TEST_CASE("a connection applies the gates, answers -32602 for bad params and run
 
 TEST_CASE("an unauthenticated connection gets -32004 once and is read no further") {
   Daemon d;
-  d.context.config.auth_token = "secret";
+  d.context.config.credentials = auth::Credentials::single_token("secret");
   const auto out = d.serve({request(1, "session/cancel", R"({"sessionId":"s"})"), request(2, "initialize")},
                            /*authenticated=*/false);
   CHECK(error_code(out, 1) == -32004);
@@ -191,4 +204,30 @@ TEST_CASE("an unauthenticated connection gets -32004 once and is read no further
   const auto ok = d.serve({request(1, "initialize", R"({"authToken":"secret"})"), request(2, "shutdown")}, false);
   REQUIRE(response(ok, 1) != nullptr);
   CHECK(response(ok, 1)->contains("result"));
+}
+
+TEST_CASE("a network connection that sends anything but JSON-RPC before initialize is closed") {
+  Daemon d;
+  std::size_t unread = 0;
+  // A browser's cross-site POST: no answer at all, and nothing after it runs.
+  const auto http = d.serve({"POST / HTTP/1.1", "Host: 127.0.0.1:7879", request(1, "initialize")}, false,
+                            transport::TransportKind::tcp, &unread);
+  CHECK(http.empty());
+  CHECK(unread == 2);
+
+  // Not JSON: the parse error is answered, then the connection ends.
+  const auto garbage = d.serve({"hello", request(1, "initialize")}, false, transport::TransportKind::tcp, &unread);
+  REQUIRE(garbage.size() == 1);
+  CHECK(garbage[0].at("error").at("code").as_int64() == -32700);
+  CHECK(unread == 1);
+
+  // A notification is no request either.
+  const auto note = d.serve({R"({"jsonrpc":"2.0","method":"initialize"})", request(1, "initialize")}, false,
+                            transport::TransportKind::tcp, &unread);
+  CHECK(note.empty());
+  CHECK(unread == 1);
+
+  // stdio is the process that started the daemon: it is never cut off.
+  const auto stdio = d.serve({"hello", request(1, "initialize")});
+  CHECK(response(stdio, 1) != nullptr);
 }
