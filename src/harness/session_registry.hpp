@@ -36,6 +36,9 @@ struct HarnessOptions {
   std::size_t max_open_logs = 1024;
   std::size_t max_running_turns = 256;
   std::size_t max_queued_turns = 4096;
+  /// One turn's events (as logged) stop at about this many bytes: the turn
+  /// ends with error code TURN_TOO_LARGE.
+  std::size_t max_turn_bytes = std::size_t{64} << 20;
 };
 
 /// Thread-safe.

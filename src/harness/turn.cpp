@@ -4,7 +4,9 @@
 #include "harnessd/protocol/events.hpp"
 #include "harnessd/protocol/turn_end.hpp"
 #include "llm/provider.hpp"
+#include "llm/valid_text.hpp"
 #include "util/json_append.hpp"
+#include "util/utf8.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -30,6 +32,30 @@ constexpr std::size_t batch_max_bytes = 64 * 1024;
 // A turn that never waits would hold its thread (and every connection and
 // session on it) until its end; it yields after this many events.
 constexpr std::size_t events_between_yields = 256;
+
+// What an event adds around its data: {"type":"...","seq":N,"time":T,"data":...}.
+constexpr std::size_t event_overhead = 96;
+
+/// Thrown by the sink into the provider's coroutine once the turn has
+/// passed --max-turn-bytes: the provider unwinds at once (a scripted turn
+/// that never waits included), and the turn ends TURN_TOO_LARGE.
+struct TurnTooLarge final : std::exception {
+  const char* what() const noexcept override { return "the turn exceeded its byte limit"; }
+};
+
+/// The size of `text` as a JSON string literal (append_json_string).
+std::size_t json_string_size(std::string_view text) {
+  std::size_t size = text.size() + 2;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20) {
+      size += 5;  // \u00XX, or a two-byte escape (counted high)
+    } else if (c == '"' || c == '\\') {
+      size += 1;
+    }
+  }
+  return size;
+}
 
 /// One turn in progress. Also the ChunkSink of its model calls: each chunk
 /// becomes an assistant/chunk event and is folded into the step's message.
@@ -68,8 +94,17 @@ class TurnRun final : public llm::ChunkSink {
   }
 
   asio::awaitable<void> on_chunk(protocol::Chunk chunk) override {
+    // The provider boundary: whatever bytes the model sent, events hold UTF-8.
+    llm::make_valid_utf8(chunk);
+    const std::string& data = chunk_data_json(chunk);
+    // Checked before the event is made: neither the log nor memory ever
+    // holds more of the turn than the limit.
+    if (too_large_ || !fits(data.size() + event_overhead)) {
+      too_large_ = true;
+      throw TurnTooLarge();
+    }
     const std::size_t start = begin_event();
-    session_.append_serialized_event(block_, assistant_chunk, chunk_data_json(chunk));
+    session_.append_serialized_event(block_, assistant_chunk, data);
     std::visit(Fold{*this}, std::move(chunk));
     end_event(start);
     if (full()) co_await flush();
@@ -135,13 +170,36 @@ class TurnRun final : public llm::ChunkSink {
   }
   void end_event(std::size_t start) {
     spans_.emplace_back(start, block_.size() - start);
+    turn_bytes_ += block_.size() - start;
     block_ += envelope_.after;
     block_ += '\n';
   }
   bool full() const { return spans_.size() >= batch_max_events || block_.size() >= batch_max_bytes; }
 
   protocol::TurnEndReason aborted() const {
-    return protocol::TurnEndReason::aborted(cancel_.reason().empty() ? "cancelled" : cancel_.reason());
+    return protocol::TurnEndReason::aborted(cancel_.reason().empty() ? "cancelled"
+                                                                     : util::valid_utf8(cancel_.reason()));
+  }
+
+  /// Whether `bytes` more of events keep the turn within --max-turn-bytes.
+  bool fits(std::size_t bytes) const {
+    return turn_bytes_ + bytes <= session_.registry().options().max_turn_bytes;
+  }
+  protocol::TurnEndReason too_large() {
+    too_large_ = true;
+    return protocol::TurnEndReason::error(
+        "the turn's events exceeded " + std::to_string(session_.registry().options().max_turn_bytes) +
+            " bytes (--max-turn-bytes)",
+        "TURN_TOO_LARGE");
+  }
+  /// At least the size of the step's assistant/message event.
+  std::size_t message_size_bound() const {
+    std::size_t size = 512 + json_string_size(input_.model) + json_string_size(input_.provider->name());
+    for (const auto& [index, block] : blocks_) {
+      size += 64 + json_string_size(block.text) + json_string_size(block.call.id) +
+              json_string_size(block.call.name) + json_string_size(block.call.arguments);
+    }
+    return size;
   }
 
   asio::awaitable<protocol::TurnEndReason> run_steps() {
@@ -162,20 +220,34 @@ class TurnRun final : public llm::ChunkSink {
       llm::ModelResult result;
       try {
         result = co_await input_.provider->stream(request, *this, cancel_);
+      } catch (const TurnTooLarge&) {
+        // too_large_ is set: handled below.
       } catch (const std::exception& e) {
         result = llm::error_result(e.what(), llm::errc::provider);
       }
 
-      if (!blocks_.empty()) add_assistant_message();
+      // A step cut off by the limit leaves no assistant/message: the chunks
+      // logged so far are all of it, and the conversation goes on without
+      // it (as after a cancelled turn), the same live and after a reload.
+      if (!too_large_ && !blocks_.empty()) {
+        if (fits(message_size_bound())) {
+          add_assistant_message();
+        } else {
+          too_large_ = true;
+        }
+      }
       add(protocol::StepEnd{turn_, step_});
       co_await flush_if_full();
+      if (too_large_) co_return too_large();
       const std::vector<llm::ToolCall> calls = std::move(step_calls_);
       step_calls_.clear();
 
       if (cancel_.cancelled() || result.finish == llm::FinishReason::cancelled) co_return aborted();
       switch (result.finish) {
         case llm::FinishReason::error:
-          co_return protocol::TurnEndReason::error(result.error_message, result.error_code);
+          // error_result() repairs its texts; a ModelResult built by hand may not.
+          co_return protocol::TurnEndReason::error(util::valid_utf8(result.error_message),
+                                                   util::valid_utf8(result.error_code));
         case llm::FinishReason::length:
           co_return protocol::TurnEndReason::max_tokens();
         case llm::FinishReason::stop:
@@ -190,6 +262,7 @@ class TurnRun final : public llm::ChunkSink {
       for (const llm::ToolCall& call : calls) {
         co_await run_tool(call);
         if (cancel_.cancelled()) co_return aborted();
+        if (too_large_) co_return too_large();
       }
     }
     co_return protocol::TurnEndReason::error("the turn exceeded " + std::to_string(max_steps) + " model steps",
@@ -197,6 +270,10 @@ class TurnRun final : public llm::ChunkSink {
   }
 
   asio::awaitable<void> run_tool(const llm::ToolCall& call) {
+    if (!fits(256 + json_string_size(call.id) + json_string_size(call.name) + json_string_size(call.arguments))) {
+      too_large_ = true;
+      co_return;
+    }
     add(protocol::ToolCallEvent{turn_, step_, call.id, call.name, call.arguments});
     co_await flush();  // a child's events follow this turn's, never overtake them
     ToolOutcome outcome;
@@ -204,6 +281,11 @@ class TurnRun final : public llm::ChunkSink {
       outcome = co_await run_subagent(session_, call, input_, sink_, cancel_);
     } else {
       outcome = ToolOutcome{"unknown tool: " + call.name, true};
+    }
+    // Left without a result, as a call cancelled mid-tool is.
+    if (!fits(256 + json_string_size(call.id) + json_string_size(outcome.text))) {
+      too_large_ = true;
+      co_return;
     }
     add_message(protocol::ToolResult{turn_, step_, call.id, outcome.text, outcome.is_error},
                 llm::ChatMessage{.role = llm::ChatMessage::Role::tool,
@@ -305,6 +387,8 @@ class TurnRun final : public llm::ChunkSink {
   std::vector<std::string_view> views_;                     ///< spans_ as the log takes them
   std::string chunk_json_;                                  ///< reused for each chunk's data
   std::size_t since_yield_ = 0;
+  std::size_t turn_bytes_ = 0;  ///< of every event made so far (envelopes not counted)
+  bool too_large_ = false;      ///< past --max-turn-bytes: the turn ends TURN_TOO_LARGE
 };
 
 }  // namespace

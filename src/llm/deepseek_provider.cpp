@@ -104,24 +104,6 @@ struct Attempt {
   std::chrono::milliseconds retry_after{0};
 };
 
-std::string error_message_from_body(std::string_view body) {
-  json::error_code ec;
-  json::value parsed = json::parse(body, ec, {}, util::input_parse_options());
-  if (!ec && parsed.is_object()) {
-    if (const json::value* error = parsed.get_object().if_contains("error")) {
-      if (error->is_object()) {
-        if (const json::value* m = error->get_object().if_contains("message"); m && m->is_string()) {
-          return std::string(m->get_string());
-        }
-      }
-      if (error->is_string()) return std::string(error->get_string());
-    }
-  }
-  std::string text(body.substr(0, 300));
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  return text;
-}
-
 ModelResult too_large_result(std::string message) {
   return error_result(std::move(message), errc::stream_too_large);
 }
@@ -287,7 +269,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
       if (ec) break;
       error_body.append(chunk_buffer.data(), offered - parser.get().body().size);
     }
-    const std::string detail = error_message_from_body(error_body);
+    const std::string detail = openai::error_detail(error_body);
     const std::string message = "the model endpoint answered HTTP " + std::to_string(status) +
                                 (detail.empty() ? "" : ": " + detail);
     if (status == 401 || status == 403) {

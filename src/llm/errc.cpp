@@ -1,6 +1,7 @@
 #include "llm/errc.hpp"
 
 #include "llm/chat.hpp"
+#include "util/utf8.hpp"
 
 #include <string>
 
@@ -89,6 +90,9 @@ std::string_view wire_code(errc code) noexcept {
 
 ModelResult error_result(std::string message, errc code, std::string wire) {
   if (wire.empty()) wire = std::string(wire_code(code));
+  // Messages quote exceptions and endpoint bytes: they end up in turn/end.
+  util::make_valid_utf8(message);
+  util::make_valid_utf8(wire);
   return ModelResult{FinishReason::error, std::move(message), std::move(wire), make_error_code(code)};
 }
 

@@ -5,6 +5,7 @@
 
 #include "util/json_fields.hpp"
 #include "util/json_limits.hpp"
+#include "util/utf8.hpp"
 
 #include <boost/json/parse.hpp>
 
@@ -212,6 +213,29 @@ void StreamDecoder::finish(std::vector<protocol::Chunk>& chunks) {
                                             : *mapped == FinishReason::tool_calls ? ChunkFinish::tool_calls
                                             : *mapped == FinishReason::length     ? ChunkFinish::length
                                                                                   : ChunkFinish::stop});
+}
+
+std::string error_detail(std::string_view body, std::size_t max_raw_bytes) {
+  json::error_code ec;
+  json::value parsed = json::parse(body, ec, {}, util::input_parse_options());
+  if (!ec && parsed.is_object()) {
+    // Boost.JSON checks UTF-8 while parsing: these strings are valid.
+    if (const json::value* error = parsed.get_object().if_contains("error")) {
+      if (error->is_object()) {
+        if (const json::value* m = error->get_object().if_contains("message"); m && m->is_string()) {
+          return std::string(m->get_string());
+        }
+      }
+      if (error->is_string()) return std::string(error->get_string());
+    }
+  }
+  // Anything else: an HTML page, plain text in any encoding, a body cut at
+  // the read limit mid-character. Repaired first, then cut between
+  // characters, so a cut character never becomes a U+FFFD of its own.
+  std::string text = util::valid_utf8(body.substr(0, max_raw_bytes + 3));
+  text.resize(util::cut_utf8(text, max_raw_bytes).size());
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
 }
 
 std::optional<FinishReason> map_finish_reason(std::string_view reason) {

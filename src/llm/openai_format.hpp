@@ -59,6 +59,12 @@ class StreamDecoder {
   bool received_any_ = false;
 };
 
+/// What an error response's body says, for a message: the error.message (or
+/// error string) of a JSON body, else the body itself cut to
+/// `max_raw_bytes` at a character boundary, trailing line breaks dropped.
+/// Always valid UTF-8: ill-formed bytes become U+FFFD.
+std::string error_detail(std::string_view body, std::size_t max_raw_bytes = 300);
+
 /// Maps an OpenAI finish_reason to ours; nullopt for reasons that are errors.
 std::optional<FinishReason> map_finish_reason(std::string_view reason);
 

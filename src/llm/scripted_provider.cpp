@@ -1,5 +1,6 @@
 #include "llm/scripted_provider.hpp"
 
+#include "util/utf8.hpp"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -140,7 +141,9 @@ asio::awaitable<ModelResult> stream_text(std::string_view text, std::int64_t del
   if (const bool waited = co_await cancellable_delay(delay_ms, cancel, sink); !waited) {
     co_return ModelResult{FinishReason::cancelled};
   }
-  protocol::Chunk delta = protocol::TextDelta{0, std::string(text)};
+  // Prompt text is valid UTF-8 already (it came as JSON); repaired anyway,
+  // as every provider's text is.
+  protocol::Chunk delta = protocol::TextDelta{0, util::valid_utf8(text)};
   co_await sink.on_chunk(std::move(delta));
   protocol::Chunk end = protocol::BlockEnd{0};
   co_await sink.on_chunk(std::move(end));
@@ -189,7 +192,7 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
     case Script::Action::subagent: {
       json::object args;
       args["description"] = "scripted subagent";
-      args["prompt"] = script.text;
+      args["prompt"] = util::valid_utf8(script.text);
       protocol::Chunk start = protocol::BlockStart{0, protocol::BlockType::tool_call};
       co_await sink.on_chunk(std::move(start));
       if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel, sink); !waited) {

@@ -89,6 +89,10 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
                  "\"server overloaded\" and data.retryAfterMs");
   app.add_flag("--max-tokens-as-success", config.harness.max_tokens_as_success,
                "Report turns that stop at the token limit as status ok instead of error");
+  app.add_option("--max-turn-bytes", config.harness.max_turn_bytes,
+                 "Bytes of events one turn may write (its chunks and messages, as logged); past it the turn "
+                 "ends with error code TURN_TOO_LARGE")
+      ->check(CLI::Range(std::size_t{64} << 10, std::size_t{1} << 40));
 
   // server
   app.add_option("--provider", config.server.default_provider, "Provider of clients that name none in initialize");
