@@ -113,10 +113,12 @@ namespace {
 /// The upgrade on a connected (and for wss, TLS) stream; the deadline of
 /// the lowest layer is running.
 template <class Stream>
-asio::awaitable<std::unique_ptr<ClientTransport>> upgrade(websocket::stream<Stream> ws, util::Url url) {
+asio::awaitable<std::unique_ptr<ClientTransport>> upgrade(websocket::stream<Stream> ws, util::Url url,
+                                                          std::string bearer_token) {
   ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
-  ws.set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
+  ws.set_option(websocket::stream_base::decorator([token = std::move(bearer_token)](websocket::request_type& req) {
     req.set(beast::http::field::user_agent, "harnessd-cpp-client");
+    if (!token.empty()) req.set(beast::http::field::authorization, "Bearer " + token);
   }));
   ws.read_message_max(default_client_max_frame_bytes);
   std::string host = url.host_port();
@@ -152,7 +154,7 @@ asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io
   std::unique_ptr<ClientTransport> transport;
   if (!tls) {
     websocket::stream<beast::tcp_stream> ws(std::move(stream));
-    transport = co_await upgrade(std::move(ws), std::move(url));
+    transport = co_await upgrade(std::move(ws), std::move(url), std::move(options.bearer_token));
     co_return transport;
   }
   websocket::stream<beast::ssl_stream<beast::tcp_stream>> ws(std::move(stream), *context);
@@ -162,7 +164,7 @@ asio::awaitable<std::unique_ptr<ClientTransport>> connect_websocket(asio::any_io
   co_await ws.next_layer().async_handshake(ssl::stream_base::client,
                                            asio::redirect_error(asio::use_awaitable, handshake));
   if (handshake) detail::throw_handshake_error(native, handshake, url.host_port());
-  transport = co_await upgrade(std::move(ws), std::move(url));
+  transport = co_await upgrade(std::move(ws), std::move(url), std::move(options.bearer_token));
   co_return transport;
 }
 

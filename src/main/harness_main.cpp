@@ -27,6 +27,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -59,7 +60,8 @@ struct Options {
   bool json = false;
   std::string provider;
   std::string model;
-  std::string token;
+  std::string token;  ///< --token, else --token-file's first line, else $HARNESSD_TOKEN
+  std::string token_file;
   std::string ca_file;            // --ca-file: trusted CAs for tls:// and wss://
   bool insecure = false;          // --insecure: no certificate verification (testing only)
   bool verbose = false;
@@ -593,14 +595,12 @@ asio::awaitable<int> run_command(Cli& cli) {
     if (!cli.options.connect.empty()) {
       std::string url = cli.options.connect;
       where = url;
-      const bool websocket = url.starts_with("ws://") || url.starts_with("wss://");
-      if (websocket && !cli.options.token.empty() && url.find("access_token=") == std::string::npos) {
-        if (url.find('/', url.find("://") + 3) == std::string::npos) url += '/';
-        url += (url.find('?') == std::string::npos ? "?access_token=" : "&access_token=") + cli.options.token;
-      }
       ConnectOptions connect_options;
       connect_options.ca_file = cli.options.ca_file;
       connect_options.insecure = cli.options.insecure;
+      // ws:// and wss://: an Authorization header, so the token never
+      // appears in a URL (proxy logs, error messages).
+      connect_options.bearer_token = cli.options.token;
       transport = co_await connect_url(executor, std::move(url), std::move(connect_options));
     } else {
       SpawnOptions spawn;
@@ -711,8 +711,12 @@ void add_connection_options(CLI::App* cmd, Options& o) {
   cmd->add_option("--daemon-arg", o.daemon_args,
                   "Extra argument for the spawned daemon, repeatable (e.g. --daemon-arg=--store --daemon-arg=memory)")
       ->allow_extra_args(false);
-  cmd->add_option("--token", o.token,
-                  "Auth token: initialize authToken on tcp:// and tls://, ?access_token= on ws:// and wss://");
+  auto* token = cmd->add_option("--token", o.token,
+                                "Auth token: initialize authToken on tcp:// and tls://, Authorization: Bearer on "
+                                "ws:// and wss:// (visible in `ps`: prefer --token-file or $HARNESSD_TOKEN)");
+  cmd->add_option("--token-file", o.token_file, "Read the auth token from the first line of this file")
+      ->check(CLI::ExistingFile)
+      ->excludes(token);
   auto* ca_file = cmd->add_option("--ca-file", o.ca_file,
                                   "PEM file of the CAs to trust for tls:// and wss:// instead of the system's "
                                   "(e.g. the private CA of the daemon's certificate)")
@@ -849,6 +853,19 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? exit_ok : exit_connection;
   }
+
+  if (options.token.empty() && !options.token_file.empty()) {
+    std::ifstream in(options.token_file);
+    std::getline(in, options.token);
+    while (!options.token.empty() && (options.token.back() == '\r' || options.token.back() == ' ')) {
+      options.token.pop_back();
+    }
+    if (options.token.empty()) {
+      std::fprintf(stderr, "harness: --token-file %s holds no token\n", options.token_file.c_str());
+      return exit_connection;
+    }
+  }
+  if (const char* env = std::getenv("HARNESSD_TOKEN"); options.token.empty() && env != nullptr) options.token = env;
 
   auto logger = spdlog::stderr_color_mt("harness");
   spdlog::set_default_logger(logger);

@@ -296,3 +296,39 @@ def test_max_connections_refuses_at_accept(spawn):
         assert time.monotonic() < deadline, "the slot of a closed connection was never freed"
         time.sleep(0.05)
     assert "--max-connections" in d.stderr()
+
+
+# -- the CLI's token ---------------------------------------------------------------
+
+
+def test_cli_token_from_file_and_environment(spawn, tmp_path):
+    """A token with URL and shell metacharacters works from --token-file and
+    $HARNESSD_TOKEN, over WebSocket (a header, not the URL) and TCP."""
+    import os
+    from test_harness_cli import cli_bin
+    token = "p+l/u&s=%20#?x"
+    path = auth_file(tmp_path, {"carol": (token, False)})
+    d = ws_daemon(spawn, "--auth-file", str(path))
+    scheme = "wss" if TLS_MODE else "ws"
+    tcp_scheme = "tls" if TLS_MODE else "tcp"
+    extra = ["--insecure"] if TLS_MODE else []
+    token_file = tmp_path / "carol.token"
+    token_file.write_text(token + "\n")
+    runs = [
+        (["--connect", f"{scheme}://{HOST}:{d.ws_port}", "--token-file", str(token_file)], {}),
+        (["--connect", f"{tcp_scheme}://{HOST}:{d.port}"], {"HARNESSD_TOKEN": token}),
+    ]
+    for i, (connect, env) in enumerate(runs):
+        proc = subprocess.run([cli_bin(), "prompt", *connect, *extra, "--session", f"cli-{i}", "@reply via cli"],
+                              capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                              env={**os.environ, **env})
+        assert proc.returncode == 0, (connect, proc.stderr)
+        assert "via cli" in proc.stdout
+    carol = tcp_as(d, token)
+    listed = {s["sessionId"] for s in result_of(carol.response(carol.request("session/list", {})))["sessions"]}
+    assert listed == {"cli-0", "cli-1"}
+    wrong = subprocess.run([cli_bin(), "prompt", "--connect", f"{scheme}://{HOST}:{d.ws_port}", *extra, "hi"],
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                           env={**os.environ, "HARNESSD_TOKEN": "nope"})
+    assert wrong.returncode != 0
+    assert token not in wrong.stderr

@@ -81,6 +81,10 @@ struct ConnectOptions {
   /// Testing only: accept any certificate for any host. The connection is
   /// still encrypted but anyone in the path can read and alter it.
   bool insecure = false;
+  /// ws:// and wss://: sent as `Authorization: Bearer TOKEN` on the upgrade
+  /// (never in the URL, where proxies and logs would keep it). NDJSON
+  /// daemons take the token in initialize (InitializeOptions::auth_token).
+  std::string bearer_token;
 };
 
 /// Parses `tcp://HOST:PORT`, `tls://HOST:PORT` (NDJSON over TLS),
