@@ -2,6 +2,8 @@
 // nothing a client has seen); durability at turn end comes from the group
 // commit thread; on open a torn last line (no '\n' or not JSON) is
 // truncated away. Opening and reading a log runs on a small disk pool.
+// Logs are created 0600 and directories 0700 whatever the umask: they hold
+// conversations.
 #include "store/jsonl_store.hpp"
 
 #include "detail/group_commit.hpp"
@@ -68,24 +70,55 @@ void write_all(int fd, std::vector<iovec>& iov, const std::string& path) {
 
 iovec as_iovec(std::string_view bytes) { return {const_cast<char*>(bytes.data()), bytes.size()}; }
 
+/// Creates `dir` and its missing parents, each 0700 whatever the umask.
+void create_private_directories(const fs::path& dir) {
+  std::error_code ec;
+  if (dir.empty() || fs::is_directory(dir, ec)) return;
+  create_private_directories(dir.parent_path());
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    if (errno == EEXIST && fs::is_directory(dir, ec)) return;
+    throw_errno("create " + dir.string());
+  }
+  if (::chmod(dir.c_str(), 0700) != 0) throw_errno("chmod " + dir.string());
+}
+
+using Mark = detail::LogIndex::Mark;
+
 class JsonlLog final : public SessionLog {
  public:
+  /// `end` is where the next line starts; `last_mark` the index's last mark.
   JsonlLog(std::shared_ptr<detail::LogFile> file, json::object header, std::vector<json::object> events,
-           detail::GroupCommit& commit, SyncMode mode, Catalog& catalog, Catalog::Handle entry)
+           detail::GroupCommit& commit, SyncMode mode, Catalog& catalog, Catalog::Handle entry,
+           std::shared_ptr<detail::LogIndex> index, std::uint64_t generation, Mark end, Mark last_mark)
       : file_(std::move(file)), header_(std::move(header)), loaded_(std::move(events)),
-        commit_(commit), mode_(mode), catalog_(catalog), entry_(entry) {}
+        commit_(commit), mode_(mode), catalog_(catalog), entry_(entry), index_(std::move(index)),
+        generation_(generation), end_(end), last_mark_(last_mark) {}
 
   const json::object& header() const override { return header_; }
   std::vector<json::object> take_loaded_events() override { return std::move(loaded_); }
 
   void append(std::span<const std::string_view> events, const LogPosition& at) override {
     iov_.clear();
+    marks_.clear();
+    Mark line = end_;
     for (std::string_view event : events) {
       iov_.push_back(as_iovec(event));
       iov_.push_back(as_iovec("\n"));
+      if (detail::LogIndex::worth_marking(last_mark_, line)) marks_.push_back(last_mark_ = line);
+      line = {line.seq + 1, line.offset + event.size() + 1};
     }
-    write_all(file_->fd, iov_, file_->path);
+    try {
+      write_all(file_->fd, iov_, file_->path);
+    } catch (...) {
+      // Part of a line may be in the file: where lines start is unknown now.
+      if (indexing_) index_->reset();
+      indexing_ = false;
+      throw;
+    }
+    end_ = line;
+    if (indexing_) index_->learn(marks_, end_, generation_);
     if (iov_.capacity() > 4096) std::vector<iovec>().swap(iov_);
+    if (marks_.capacity() > 64) std::vector<Mark>().swap(marks_);
     if (mode_ == SyncMode::batch) commit_.mark_dirty();
     catalog_.advance(entry_, at);
   }
@@ -102,7 +135,13 @@ class JsonlLog final : public SessionLog {
   const SyncMode mode_;
   Catalog& catalog_;
   Catalog::Handle entry_;
+  std::shared_ptr<detail::LogIndex> index_;
+  const std::uint64_t generation_;
+  Mark end_;        ///< where the next appended line starts
+  Mark last_mark_;  ///< the last line start this log gave the index
+  bool indexing_ = true;
   std::vector<iovec> iov_;
+  std::vector<Mark> marks_;
 };
 
 std::string read_file(int fd, const std::string& path) {
@@ -202,7 +241,12 @@ std::string_view to_string(SyncMode mode) {
 
 JsonlStore::JsonlStore(fs::path root, JsonlOptions options)
     : root_(std::move(root)), options_(options) {
-  fs::create_directories(root_);
+  create_private_directories(root_);
+  struct stat st {};
+  if (::stat(root_.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    spdlog::info("session root {} is open to other users (mode {:o}); logs are created 0600", root_.string(),
+                 st.st_mode & 07777);
+  }
   root_fd_ = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root_fd_ < 0) throw_errno("open " + root_.string());
   commit_ = std::make_unique<detail::GroupCommit>(root_fd_, options_.sync, options_.sync_interval);
@@ -227,8 +271,10 @@ boost::asio::awaitable<std::unique_ptr<SessionLog>> open_on_disk_pool(JsonlStore
 }
 
 boost::asio::awaitable<std::optional<EventPage>> read_on_disk_pool(std::string path, std::int64_t after_seq,
-                                                                   std::size_t limit, std::size_t max_bytes) {
-  co_return detail::read_log_page(path, after_seq, limit, max_bytes);
+                                                                   std::size_t limit, std::size_t max_bytes,
+                                                                   std::shared_ptr<detail::LogIndex> index,
+                                                                   std::atomic<std::uint64_t>* bytes_read) {
+  co_return detail::read_log_page(path, after_seq, limit, max_bytes, index.get(), bytes_read);
 }
 
 boost::asio::awaitable<void> scan_on_disk_pool(JsonlStore* store) {
@@ -247,9 +293,11 @@ boost::asio::awaitable<std::unique_ptr<SessionLog>> JsonlStore::open(SessionHead
 boost::asio::awaitable<std::optional<EventPage>> JsonlStore::read_events(std::string id, std::int64_t after_seq,
                                                                          std::size_t limit, std::size_t max_bytes) {
   std::string path = (root_ / session_file_name(id)).string();
-  auto page = co_await boost::asio::co_spawn(disk_->get_executor(),
-                                             read_on_disk_pool(std::move(path), after_seq, limit, max_bytes),
-                                             boost::asio::use_awaitable);
+  std::shared_ptr<detail::LogIndex> index = index_for(path);
+  auto page = co_await boost::asio::co_spawn(
+      disk_->get_executor(),
+      read_on_disk_pool(std::move(path), after_seq, limit, max_bytes, std::move(index), &page_bytes_read_),
+      boost::asio::use_awaitable);
   co_return page;
 }
 
@@ -265,6 +313,22 @@ boost::asio::awaitable<ListPage> JsonlStore::list(std::optional<std::string> cur
     co_await wait.async_wait(boost::asio::use_awaitable);
   }
   co_return catalog_.page(cursor, limit);
+}
+
+std::shared_ptr<detail::LogIndex> JsonlStore::index_for(const std::string& path) {
+  // Logs open or being read keep theirs; of the rest, the many are dropped
+  // in one sweep, and the next sweep waits until the map doubles.
+  constexpr std::size_t min_sweep = 1024;
+  std::lock_guard lock(indexes_mutex_);
+  auto it = indexes_.find(path);
+  if (it != indexes_.end()) return it->second;
+  if (indexes_.size() >= next_index_sweep_) {
+    std::erase_if(indexes_, [](const auto& entry) { return entry.second.use_count() == 1; });
+    next_index_sweep_ = std::max(min_sweep, 2 * indexes_.size());
+  }
+  auto index = std::make_shared<detail::LogIndex>();
+  indexes_.emplace(path, index);
+  return index;
 }
 
 void JsonlStore::scan_now() {
@@ -289,15 +353,22 @@ std::unique_ptr<SessionLog> JsonlStore::open_now(const SessionHeader& header, Op
   int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && mode == OpenMode::existing) return nullptr;
   if (fd < 0 && errno == ENOENT) {
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     created = fd >= 0;
   }
   if (fd < 0) throw_errno("open " + path);
+  if (created && ::fchmod(fd, 0600) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw std::system_error(error, std::generic_category(), "chmod " + path);
+  }
   auto file = std::make_shared<detail::LogFile>(fd, path, created, open_logs_);
   {
     const std::string content = read_file(fd, path);
     std::optional<json::object> stored_header;
     std::vector<json::object> events;
+    std::vector<Mark> marks;  // for the offset index
+    Mark last_mark;           // the header's
     std::size_t good_end = 0;  // offset just past the last intact line
     std::size_t pos = 0;
     while (pos < content.size()) {
@@ -319,10 +390,16 @@ std::unique_ptr<SessionLog> JsonlStore::open_now(const SessionHeader& header, Op
         events.push_back(std::move(*parsed));
       }
       pos = good_end = newline + 1;
+      const Mark next{static_cast<std::int64_t>(events.size()), pos};
+      if (detail::LogIndex::worth_marking(last_mark, next)) marks.push_back(last_mark = next);
     }
     if (good_end < content.size() && ::ftruncate(fd, static_cast<off_t>(good_end)) != 0) {
       throw_errno("truncate " + path);
     }
+    // After any truncation: what readers learned of the file before is void.
+    std::shared_ptr<detail::LogIndex> index = index_for(path);
+    const std::uint64_t generation = index->reset();
+    Mark end{static_cast<std::int64_t>(events.size()), good_end};
     if (stored_header) {
       const json::value* id = stored_header->if_contains("id");
       if (id == nullptr || !id->is_string() || id->get_string() != header.id) {
@@ -333,10 +410,13 @@ std::unique_ptr<SessionLog> JsonlStore::open_now(const SessionHeader& header, Op
       const std::string line = json::serialize(*stored_header);
       std::vector<iovec> parts{as_iovec(line), as_iovec("\n")};
       write_all(fd, parts, path);
+      end = {0, line.size() + 1};
     }
+    index->learn(marks, end, generation);
     Catalog::Handle entry = catalog_.opened(summarize(*stored_header, events));
-    return std::make_unique<JsonlLog>(std::move(file), std::move(*stored_header), std::move(events),
-                                      *commit_, options_.sync, catalog_, entry);
+    return std::make_unique<JsonlLog>(std::move(file), std::move(*stored_header), std::move(events), *commit_,
+                                      options_.sync, catalog_, entry, std::move(index), generation, end,
+                                      last_mark);
   }
 }
 

@@ -9,6 +9,9 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 namespace boost::asio {
 class thread_pool;
@@ -18,6 +21,7 @@ namespace harnessd::store {
 
 namespace detail {
 class GroupCommit;
+class LogIndex;
 }
 
 struct JsonlOptions {
@@ -27,7 +31,8 @@ struct JsonlOptions {
 
 class JsonlStore final : public EventStore {
  public:
-  /// Creates `root` if needed. Throws std::system_error when it cannot.
+  /// Creates `root` if needed (each directory it creates 0700). Throws
+  /// std::system_error when it cannot.
   explicit JsonlStore(std::filesystem::path root, JsonlOptions options = {});
   ~JsonlStore() override;
 
@@ -47,7 +52,15 @@ class JsonlStore final : public EventStore {
 
   const std::filesystem::path& root() const noexcept { return root_; }
 
+  /// Bytes read from logs for session/events pages so far (for tests).
+  std::uint64_t page_bytes_read() const { return page_bytes_read_.load(std::memory_order_relaxed); }
+
  private:
+  /// The offset index of the log at `path`, shared by its open log and its
+  /// readers; made on first use. Indexes of logs neither open nor being
+  /// read are dropped once there are many.
+  std::shared_ptr<detail::LogIndex> index_for(const std::string& path);
+
   std::filesystem::path root_;
   JsonlOptions options_;
   int root_fd_ = -1;
@@ -57,6 +70,10 @@ class JsonlStore final : public EventStore {
   std::atomic<bool> scanned_{false};
   std::unique_ptr<detail::GroupCommit> commit_;
   std::unique_ptr<boost::asio::thread_pool> disk_;  ///< opens and reads logs
+  std::mutex indexes_mutex_;
+  std::unordered_map<std::string, std::shared_ptr<detail::LogIndex>> indexes_;
+  std::size_t next_index_sweep_ = 1024;
+  std::atomic<std::uint64_t> page_bytes_read_{0};
 };
 
 /// The file name a session id is stored under: bytes outside [A-Za-z0-9_-]

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <vector>
 
 namespace harnessd::store::detail {
 namespace json = boost::json;
@@ -130,27 +131,42 @@ std::optional<SessionInfo> summarize_log(const std::string& path) {
 }
 
 std::optional<EventPage> read_log_page(const std::string& path, std::int64_t after_seq, std::size_t limit,
-                                       std::size_t max_bytes) {
+                                       std::size_t max_bytes, LogIndex* index,
+                                       std::atomic<std::uint64_t>* bytes_read) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::nullopt;
     throw std::system_error(errno, std::generic_category(), "open " + path);
   }
   FileCloser closer{fd};
+  // Without an index the scan starts at the header (mark -1 at byte 0).
+  const LogIndex::Start start = index != nullptr ? index->start_for(after_seq) : LogIndex::Start{};
+  std::vector<LogIndex::Mark> seen;  // line starts worth an index mark
+  LogIndex::Mark last_mark = start.from;
   EventPage page;
   std::size_t page_bytes = 0;
-  std::int64_t line = -1;  // the line being read: -1 is the header, N the event with seq N
+  std::int64_t line = start.from.seq;  // the line being read: -1 is the header, N the event with seq N
+  std::uint64_t line_start = start.from.offset;
   std::optional<std::int64_t> bad_line;
   std::string pending;     // the start of a page line that continues in the next chunk
-  std::uint64_t offset = 0;
+  std::uint64_t offset = start.from.offset;
   constexpr std::size_t chunk_size = 1 << 20;
   bool page_full = false;
   for (;;) {
     std::string chunk = read_at(fd, offset, chunk_size);
+    if (bytes_read != nullptr) bytes_read->fetch_add(chunk.size(), std::memory_order_relaxed);
     if (chunk.empty()) break;
+    const std::uint64_t chunk_start = offset;
     offset += chunk.size();
     std::size_t pos = 0;
     while (pos < chunk.size()) {
+      if (page_full && start.end.seq > line) {
+        // The lines up to the known end need no counting: go there.
+        line = start.end.seq;
+        line_start = offset = start.end.offset;
+        pending.clear();
+        break;
+      }
       const bool wanted = line >= 0 && line > after_seq && !page_full;
       const char* newline = static_cast<const char*>(std::memchr(chunk.data() + pos, '\n', chunk.size() - pos));
       if (newline == nullptr) {
@@ -175,9 +191,15 @@ std::optional<EventPage> read_log_page(const std::string& path, std::int64_t aft
       pending.clear();
       ++line;
       pos = end + 1;
+      line_start = chunk_start + pos;
+      if (index != nullptr && LogIndex::worth_marking(last_mark, {line, line_start})) {
+        last_mark = {line, line_start};
+        seen.push_back(last_mark);
+      }
     }
   }
   // `line` is now the first line not ended by '\n': one being written, or torn.
+  if (index != nullptr) index->learn(seen, {line, line_start}, start.generation);
   page.last_seq = std::max<std::int64_t>(line - 1, -1);
   if (bad_line) {
     if (*bad_line != page.last_seq) throw std::system_error(errc::corrupt_line, "corrupt line inside " + path);

@@ -7,11 +7,15 @@
 #include <boost/json/serialize.hpp>
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 using namespace harnessd::store;
 namespace fs = std::filesystem;
@@ -45,6 +49,51 @@ SessionHeader header_for(std::string id) {
   h.id = std::move(id);
   h.created_at_ms = 1;
   return h;
+}
+
+/// Event `seq` of the paging tests: sizes vary, some lines are long.
+std::string paged_event(std::int64_t seq) {
+  const std::size_t pad = seq % 97 == 0 ? 20000 : static_cast<std::size_t>(seq % 13) * 30;
+  return R"({"type":"x","seq":)" + std::to_string(seq) + R"(,"pad":")" + std::string(pad, 'p') + "\"}";
+}
+
+void append_events(SessionLog& log, std::int64_t from, std::int64_t to) {
+  std::vector<std::string> texts;
+  for (std::int64_t seq = from; seq < to; ++seq) texts.push_back(paged_event(seq));
+  const std::vector<std::string_view> views(texts.begin(), texts.end());
+  log.append(views, LogPosition{.last_seq = to - 1});
+}
+
+std::optional<EventPage> read_page(JsonlStore& store, const std::string& id, std::int64_t after_seq,
+                                   std::size_t limit, std::size_t max_bytes = 1 << 20) {
+  boost::asio::io_context io;
+  auto future = boost::asio::co_spawn(io, store.read_events(id, after_seq, limit, max_bytes), boost::asio::use_future);
+  io.run();
+  return future.get();
+}
+
+/// Pages through the log of `id` from the start: every event once, in
+/// order, each as written. Returns the events seen.
+std::int64_t page_through(JsonlStore& store, const std::string& id, std::size_t limit, std::int64_t expected) {
+  std::int64_t after = -1;
+  for (;;) {
+    std::optional<EventPage> page = read_page(store, id, after, limit);
+    REQUIRE(page);
+    for (const std::string& event : page->events) {
+      REQUIRE(event == paged_event(after + 1));
+      ++after;
+    }
+    if (!page->more) break;
+    REQUIRE(!page->events.empty());
+  }
+  CHECK(after == expected - 1);
+  return after + 1;
+}
+
+mode_t mode_of(const fs::path& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_mode & 07777;
 }
 
 }  // namespace
@@ -181,4 +230,112 @@ TEST_CASE("sync modes parse by name") {
   CHECK(to_string(SyncMode::turn) == "turn");
   CHECK(to_string(SyncMode::batch) == "batch");
   CHECK(to_string(SyncMode::none) == "none");
+}
+
+TEST_CASE("session/events pages start from the offset index, not byte 0") {
+  TempDir dir;
+  constexpr std::int64_t total = 6000;
+  {
+    JsonlStore store(dir.path);
+    auto log = store.open_now(header_for("long"));
+    for (std::int64_t seq = 0; seq < total; seq += 250) append_events(*log, seq, seq + 250);
+    const auto file_size = fs::file_size(dir.path / "long.jsonl");
+
+    // While the log is open: its appends filled the index.
+    CHECK(page_through(store, "long", 100, total) == total);
+    const std::uint64_t before = store.page_bytes_read();
+    std::optional<EventPage> page = read_page(store, "long", 5000, 10);
+    REQUIRE(page);
+    REQUIRE(page->events.size() == 10);
+    CHECK(page->events.front() == paged_event(5001));
+    CHECK(page->last_seq == total - 1);
+    CHECK(page->more);
+    // One chunk at most from a mark near seq 5000: nothing from byte 0.
+    CHECK(store.page_bytes_read() - before < file_size / 2);
+
+    // Appends after the reads keep the index right.
+    append_events(*log, total, total + 10);
+    page = read_page(store, "long", total - 5, 100);
+    REQUIRE(page);
+    REQUIRE(page->events.size() == 14);
+    CHECK(page->events.front() == paged_event(total - 4));
+    CHECK(page->events.back() == paged_event(total + 9));
+    CHECK(page->last_seq == total + 9);
+    CHECK_FALSE(page->more);
+  }
+  // A log not open: the first pass through it fills the index.
+  JsonlStore store(dir.path);
+  CHECK(page_through(store, "long", 1000, total + 10) == total + 10);
+  const auto file_size = fs::file_size(dir.path / "long.jsonl");
+  const std::uint64_t before = store.page_bytes_read();
+  std::optional<EventPage> page = read_page(store, "long", 4321, 5);
+  REQUIRE(page);
+  CHECK(page->events.front() == paged_event(4322));
+  CHECK(page->last_seq == total + 9);
+  CHECK(store.page_bytes_read() - before < file_size / 2);
+}
+
+TEST_CASE("pages read while another thread appends see every event once, in order") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  auto log = store.open_now(header_for("busy"));
+  constexpr std::int64_t total = 20000;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (std::int64_t seq = 0; seq < total; seq += 40) append_events(*log, seq, seq + 40);
+    done.store(true);
+  });
+  std::int64_t after = -1;
+  while (after < total - 1) {
+    const bool finished = done.load();
+    std::optional<EventPage> page = read_page(store, "busy", after, 300);
+    REQUIRE(page);
+    CHECK(page->last_seq >= after + static_cast<std::int64_t>(page->events.size()));
+    for (const std::string& event : page->events) {
+      REQUIRE(event == paged_event(after + 1));
+      ++after;
+    }
+    if (finished && !page->more) break;
+  }
+  writer.join();
+  CHECK(after == total - 1);
+}
+
+TEST_CASE("a torn tail cut away on open leaves no stale index behind") {
+  TempDir dir;
+  JsonlStore store(dir.path);
+  { append_events(*store.open_now(header_for("torn")), 0, 200); }
+  { std::ofstream(dir.path / "torn.jsonl", std::ios::app) << "{\"type\":\"x\",\"seq\":200,\"pad\":\"" << std::string(500, 'z') << "\n"; }
+  std::optional<EventPage> page = read_page(store, "torn", 150, 1000);
+  REQUIRE(page);
+  CHECK(page->events.size() == 49);
+  CHECK(page->last_seq == 199);
+  auto log = store.open_now(header_for("torn"));
+  CHECK(log->take_loaded_events().size() == 200);
+  append_events(*log, 200, 210);
+  page = read_page(store, "torn", 195, 1000);
+  REQUIRE(page);
+  REQUIRE(page->events.size() == 14);
+  CHECK(page->events.front() == paged_event(196));
+  CHECK(page->events.back() == paged_event(209));
+  CHECK(page->last_seq == 209);
+  CHECK(page_through(store, "torn", 7, 210) == 210);
+}
+
+TEST_CASE("logs are created 0600 and the directories the store makes 0700, whatever the umask") {
+  for (const mode_t mask : {mode_t{0}, mode_t{022}, mode_t{0277}}) {
+    TempDir dir;
+    const mode_t old = ::umask(mask);
+    const fs::path root = dir.path / "a" / "b" / "sessions";
+    {
+      JsonlStore store(root);
+      append_one(*store.open_now(header_for("secret")), R"({"type":"turn/start","seq":0})");
+    }
+    ::umask(old);
+    CAPTURE(mask);
+    CHECK(mode_of(dir.path / "a") == 0700);
+    CHECK(mode_of(dir.path / "a" / "b") == 0700);
+    CHECK(mode_of(root) == 0700);
+    CHECK(mode_of(root / "secret.jsonl") == 0600);
+  }
 }

@@ -4,9 +4,12 @@
 // at the same time reads as it stood a moment earlier.
 #pragma once
 
+#include "log_index.hpp"
 #include "store/catalog.hpp"
 #include "store/event_store.hpp"
 
+#include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -19,7 +22,11 @@ std::optional<SessionInfo> summarize_log(const std::string& path);
 /// Events with seq > after_seq (the log's lines after the header, counted
 /// from seq 0). Null when the file does not exist. Throws std::system_error
 /// for a line before the last that is not a JSON object (store::errc).
+/// With an `index` the scan starts at its nearest mark and skips to its
+/// known end once the page is full, and what it sees goes into the index;
+/// `bytes_read`, when given, counts the bytes read from the file.
 std::optional<EventPage> read_log_page(const std::string& path, std::int64_t after_seq, std::size_t limit,
-                                       std::size_t max_bytes);
+                                       std::size_t max_bytes, LogIndex* index = nullptr,
+                                       std::atomic<std::uint64_t>* bytes_read = nullptr);
 
 }  // namespace harnessd::store::detail
