@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import socket
@@ -382,3 +383,22 @@ def test_daemon_network_peer_dies_mid_turn(listening_daemon, tmp_path):
     assert isinstance(err, TransportClosedError)
     assert str(err).startswith("DeepSeek Harness runtime connection closed\nconnection: tcp://127.0.0.1:")
     harness.close()
+
+
+def test_daemon_principals_see_only_their_own_sessions(listening_daemon, tmp_path):
+    import hashlib
+    auth = tmp_path / "auth.toml"
+    auth.write_text("".join(f'[principals.{name}]\ntoken = "sha256:{hashlib.sha256(token.encode()).hexdigest()}"\n'
+                            for name, token in (("alice", "alice-t"), ("bob", "bob-t"))))
+    daemon = listening_daemon("--auth-file", str(auth))
+    for scheme, (name, token) in (("tcp", ("alice", "alice-t")), ("ws", ("bob", "bob-t"))):
+        with DeepSeekHarness(provider="scripted", address=daemon.url(scheme), auth_token=token,
+                             cwd=str(tmp_path)) as harness:
+            assert harness.run(f"@reply {name}'s", session_id="same-id").status == "ok"
+    for token, other in (("alice-t", "bob's"), ("bob-t", "alice's")):
+        with DeepSeekHarness(provider="scripted", address=daemon.url("tcp"), auth_token=token,
+                             cwd=str(tmp_path)) as harness:
+            ids = [s.session_id for s in harness.list_sessions().sessions]
+            assert ids == ["same-id"]
+            events = harness.start_session("same-id").events().events
+            assert other not in json.dumps(events)

@@ -833,6 +833,84 @@ test('behind nginx the page streams over wss and a reload mid-turn follows the t
   }
 });
 
+// ---- a hostile page against the NDJSON port ------------------------------------
+
+/** One JSON-RPC exchange over a fresh TCP connection: the answers to `requests`. */
+async function tcpRequests(port, requests) {
+  const net = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let buf = '';
+    const answers = [];
+    const timer = setTimeout(() => { sock.destroy(); reject(new Error(`no answer from tcp ${port}: ${buf}`)); }, 10000);
+    sock.on('data', (d) => {
+      buf += d;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        answers.push(JSON.parse(buf.slice(0, nl)));
+        buf = buf.slice(nl + 1);
+      }
+      if (answers.length === requests.length) {
+        clearTimeout(timer);
+        sock.end();
+        resolve(answers);
+      }
+    });
+    sock.on('error', reject);
+    for (const r of requests) sock.write(JSON.stringify({ jsonrpc: '2.0', ...r }) + '\n');
+  });
+}
+
+test('a page of another origin that posts to the TCP port creates no session', { skip: useNodePeer ? 'harnessd only' : skipReason, timeout: 60000 }, async () => {
+  const http = await import('node:http');
+  const ready = path.join(tmp, `ready-tcp-${Date.now()}.json`);
+  const daemon = spawn(path.resolve(harnessdBin), ['--listen', 'tcp://127.0.0.1:0', '--ready-file', ready,
+    '--session-root', path.join(tmp, 'sessions-hostile')], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  daemon.stderr.on('data', (d) => { log += d; });
+  const evil = http.createServer();
+  let hostile = null;
+  try {
+    const deadline = Date.now() + 20000;
+    while (!fs.existsSync(ready)) {
+      assert.ok(Date.now() < deadline, `harnessd not ready: ${log}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const tcpPort = Number(JSON.parse(fs.readFileSync(ready, 'utf8')).listen[0].split(':').pop());
+    // The attacker's page, on an origin of its own, posts JSON-RPC lines as a
+    // no-cors text/plain body: a "simple" request that needs no preflight.
+    const body = [
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { onDisconnect: 'continue' } },
+      { jsonrpc: '2.0', id: 2, method: 'session/prompt', params: { sessionId: 'victim', contentBlocks: [{ type: 'text', text: 'pwned' }] } },
+    ].map((m) => JSON.stringify(m) + '\n').join('');
+    evil.on('request', (req, res) => {
+      res.setHeader('Content-Type', 'text/html');
+      res.end(`<!doctype html><script>
+        window.attack = fetch('http://127.0.0.1:${tcpPort}/', { method: 'POST', mode: 'no-cors',
+          headers: { 'Content-Type': 'text/plain' }, body: ${JSON.stringify(body)} })
+          .then(() => 'answered', (e) => 'failed: ' + e);
+      </script>`);
+    });
+    await new Promise((r) => evil.listen(0, '127.0.0.1', r));
+    hostile = await browser.newContext();
+    const page = await hostile.newPage();
+    await page.goto(`http://localhost:${evil.address().port}/`);
+    const outcome = await page.evaluate(() => window.attack);
+    // The daemon closed the connection without a byte: the fetch fails.
+    assert.match(outcome, /^failed/, `the page read an answer from the TCP port: ${outcome}`);
+    await new Promise((r) => setTimeout(r, 300));
+    const [init, list] = await tcpRequests(tcpPort, [
+      { id: 1, method: 'initialize', params: {} }, { id: 2, method: 'session/list', params: {} }]);
+    assert.ok(init.result, JSON.stringify(init));
+    assert.deepEqual(list.result.sessions.map((s) => s.sessionId), [], 'the hostile page created a session');
+    assert.match(log, /HTTP request on a JSON-RPC listener/);
+  } finally {
+    await hostile?.close().catch(() => {});
+    evil.close();
+    daemon.kill('SIGTERM');
+  }
+});
+
 test('no uncaught errors in the page', { skip: skipReason }, () => {
   // A WebSocket refused while the server was down logs a console error; that is expected.
   const unexpected = pageErrors.filter((e) => !/WebSocket connection to .* failed/.test(e));
