@@ -226,6 +226,7 @@ void Session::apply_catch_up(store::SessionLog::CatchUp caught, const EventSink:
     next_turn_ = 0;
     messages_.clear();
     open_turn_.reset();
+    written_seq_ = -1;  // also when the store holds no event of it yet (the return below)
   }
   // A load or another catch-up on this strand may have applied some already.
   std::size_t skip = 0;

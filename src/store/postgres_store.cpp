@@ -1,6 +1,7 @@
 #include "store/postgres_store.hpp"
 
 #include "store/errc.hpp"
+#include "store/pg/commit_group.hpp"
 #include "store/pg/connection.hpp"
 #include "util/wakeup.hpp"
 
@@ -66,14 +67,16 @@ CREATE TABLE IF NOT EXISTS harnessd_events (
 )sql";
 
 // A write of one session's events: only under the lease it was made with
-// (the fence), in the same statement that moves the session's position.
-// Events travel as one text, a line each (serialized JSON has no raw newline).
+// (the fence) and right after the session's last seq (never past a gap a
+// failed write left), in the same statement that moves the session's
+// position. Events travel as one text, a line each (serialized JSON has no
+// raw newline).
 constexpr std::string_view write_sql = R"sql(
 WITH lease AS (
   UPDATE harnessd_sessions
   SET last_seq = $4::bigint, turns = $5::bigint, updated_at = $6::bigint,
       lease_until = now() + $9::bigint * interval '1 millisecond'
-  WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3
+  WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3 AND last_seq = $7::bigint - 1
   RETURNING id)
 INSERT INTO harnessd_events (session_id, seq, event)
 SELECT lease.id, $7::bigint + e.n - 1, e.event
@@ -300,10 +303,11 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
         continue;
       }
       std::vector<Statement> statements;
+      std::vector<pg::GroupWrite> writes;
       statements.reserve(group.size());
-      std::size_t events = 0;
+      writes.reserve(group.size());
       for (PendingWrite& w : group) {
-        events += w.count;
+        writes.push_back(pg::GroupWrite{w.session_id, w.epoch, w.count});
         statements.push_back(Statement{write_statement,
                                        {w.session_id, num(w.epoch), options.node_id, num(w.at.last_seq),
                                         num(w.at.turns), num(w.at.time_ms), num(w.first_seq), std::move(w.events),
@@ -311,7 +315,8 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
                                        true});
       }
       const auto started = std::chrono::steady_clock::now();
-      std::vector<Result> results;
+      std::optional<std::vector<pg::Settled>> settled;
+      bool retried = false;
       std::string broken;
       try {
         if (!conn || conn->broken()) {
@@ -321,10 +326,23 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
           std::string sql(write_sql);
           co_await conn->prepare(std::move(name), std::move(sql));
         }
-        results = co_await conn->run(statements);
+        const std::vector<Result> together = co_await conn->run(statements);
+        settled = pg::settle_together(writes, together);
+        if (!settled) {
+          // One write failed, so the transaction of all of them did: each
+          // runs again in a transaction of its own, so that only the one
+          // that fails alone fails its turn.
+          retried = true;
+          const auto failed = std::find_if(together.begin(), together.end(), [](const Result& r) { return !r.ok; });
+          spdlog::warn("postgres: a commit group of {} writes failed ({}); each runs again alone", group.size(),
+                       failed != together.end() ? failed->error : std::string("no result"));
+          const std::vector<Result> alone = co_await conn->run_each(statements);
+          settled = pg::settle_alone(writes, alone);
+        }
       } catch (const std::system_error& e) {
         broken = reason_of(e);
       }
+      if (retried) commit_failures.fetch_add(1);
       if (!broken.empty()) {
         conn.reset();
         commit_failures.fetch_add(1);
@@ -338,21 +356,27 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
       const auto us = static_cast<std::uint64_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
       commits.fetch_add(1);
-      commit_events.fetch_add(events);
       commit_us_total.fetch_add(us);
       for (std::uint64_t seen = commit_us_max.load(); us > seen && !commit_us_max.compare_exchange_weak(seen, us);) {
       }
       set_health("ok");
       for (std::size_t i = 0; i < group.size(); ++i) {
-        const Result& r = results[i];
-        if (!r.ok) {
-          commit_failures.fetch_add(1);
-          settle(group[i], WriteState::failed, "PostgreSQL refused the write: " + r.error);
-        } else if (r.affected == static_cast<std::int64_t>(group[i].count)) {
-          settle(group[i], WriteState::committed);
-        } else {
-          writes_fenced.fetch_add(1);
-          settle(group[i], WriteState::fenced);
+        pg::Settled& s = (*settled)[i];
+        switch (s.outcome) {
+          case pg::WriteOutcome::committed:
+            commit_events.fetch_add(group[i].count);
+            settle(group[i], WriteState::committed);
+            break;
+          case pg::WriteOutcome::fenced:
+            writes_fenced.fetch_add(1);
+            settle(group[i], WriteState::fenced);
+            break;
+          case pg::WriteOutcome::failed:
+            commit_failures.fetch_add(1);
+            spdlog::warn("session {}: write of seq {}..{} not committed: {}", group[i].session_id,
+                         group[i].first_seq, group[i].at.last_seq, s.error);
+            settle(group[i], WriteState::failed, std::move(s.error));
+            break;
         }
       }
     }

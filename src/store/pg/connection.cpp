@@ -8,6 +8,7 @@
 #include <libpq-fe.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <system_error>
 
 namespace harnessd::store::pg {
@@ -155,6 +156,19 @@ asio::awaitable<Result> Connection::run(const Statement& statement) {
 
 asio::awaitable<std::vector<Result>> Connection::run(std::span<const Statement> statements) {
   if (broken_) throw std::system_error(errc::unavailable, "PostgreSQL connection lost");
+  send(statements, false);
+  std::vector<Result> results = co_await finish(statements.size(), false);
+  co_return results;
+}
+
+asio::awaitable<std::vector<Result>> Connection::run_each(std::span<const Statement> statements) {
+  if (broken_) throw std::system_error(errc::unavailable, "PostgreSQL connection lost");
+  send(statements, true);
+  std::vector<Result> results = co_await finish(statements.size(), true);
+  co_return results;
+}
+
+void Connection::send(std::span<const Statement> statements, bool each) {
   std::vector<const char*> values;
   std::vector<int> lengths;
   std::string sql;
@@ -172,26 +186,41 @@ asio::awaitable<std::vector<Result>> Connection::run(std::span<const Statement> 
                    : PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
                                        lengths.data(), nullptr, 0);
     if (sent != 1) fail("sending to PostgreSQL");
+    // A sync ends the implicit transaction: the statement commits alone.
+    if (each && PQpipelineSync(conn_) != 1) fail("sending to PostgreSQL");
   }
-  std::vector<Result> results = co_await finish(statements.size());
-  co_return results;
 }
 
 asio::awaitable<void> Connection::prepare(std::string name, std::string sql) {
   if (broken_) throw std::system_error(errc::unavailable, "PostgreSQL connection lost");
   if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) != 1) fail("sending to PostgreSQL");
-  const std::vector<Result> results = co_await finish(1);
+  const std::vector<Result> results = co_await finish(1, false);
   if (!results.front().ok) {
     throw std::system_error(errc::unavailable, "PostgreSQL refused to prepare " + name + ": " + results.front().error);
   }
 }
 
-asio::awaitable<std::vector<Result>> Connection::finish(std::size_t count) {
-  if (PQpipelineSync(conn_) != 1) fail("sending to PostgreSQL");
+asio::awaitable<std::vector<Result>> Connection::finish(std::size_t count, bool each) {
+  if (!each && PQpipelineSync(conn_) != 1) fail("sending to PostgreSQL");
   co_await flush();
-
-  // Each statement's results end with a null; the sync's result ends the batch.
   std::vector<Result> results(count);
+  if (each) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::span<Result> one(results.data() + i, 1);
+      co_await read_transaction(one);
+    }
+  } else {
+    const std::span<Result> all(results);
+    co_await read_transaction(all);
+  }
+  co_return results;
+}
+
+asio::awaitable<void> Connection::read_transaction(std::span<Result> out) {
+  // Each statement's results end with a null; the sync's result ends the
+  // transaction. An error after the last statement is the commit's own
+  // (a deferred constraint, say): the whole transaction is gone.
+  std::optional<Result> commit_failure;
   std::size_t index = 0;
   bool have_result = false;
   for (;;) {
@@ -206,10 +235,38 @@ asio::awaitable<std::vector<Result>> Connection::finish(std::size_t count) {
       continue;
     }
     if (PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) break;
-    if (index < results.size() && !have_result) results[index] = to_result(r.get());
+    if (!have_result) {
+      if (index < out.size()) {
+        out[index] = to_result(r.get());
+      } else if (!commit_failure) {
+        Result extra = to_result(r.get());
+        if (!extra.ok) commit_failure = std::move(extra);
+      }
+    }
     have_result = true;
   }
-  co_return results;
+  for (Result& r : out) {
+    if (!r.ok && r.error.empty()) r.error = "PostgreSQL sent no result for the statement";
+  }
+  // All or nothing: what had succeeded before a failure was rolled back.
+  std::string why;
+  std::string state;
+  if (commit_failure) {
+    why = "the transaction failed at commit: " + commit_failure->error;
+    state = commit_failure->sqlstate;
+  } else {
+    const auto failed = std::find_if(out.begin(), out.end(), [](const Result& r) { return !r.ok; });
+    if (failed == out.end()) co_return;
+    why = "rolled back with its transaction: " + failed->error;
+    state = failed->sqlstate;
+  }
+  for (Result& r : out) {
+    if (r.ok || commit_failure) {
+      r = Result{};
+      r.error = why;
+      r.sqlstate = state;
+    }
+  }
 }
 
 asio::awaitable<std::vector<Notification>> Connection::notifications() {

@@ -1,7 +1,8 @@
 // One libpq connection driven by Asio: every call is asynchronous (libpq's
 // non-blocking API, waits on PQsocket), so no I/O thread ever blocks on the
 // database. Statements go out in pipeline mode: a batch costs one round trip
-// and commits as one implicit transaction.
+// and commits as one implicit transaction (run), or as one transaction per
+// statement (run_each).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -60,12 +61,17 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   /// Runs `statements` as one pipeline and one implicit transaction, and
-  /// returns each one's result in order. A failed statement rolls the
-  /// batch back; those after it come back !ok too. Throws
-  /// std::system_error(errc::unavailable) when the connection breaks, after
-  /// which broken() is true. One call at a time.
+  /// returns each one's result in order. All or nothing: when a statement
+  /// fails, or the commit itself does (a deferred constraint), every result
+  /// comes back !ok, those that had succeeded before included (they were
+  /// rolled back). Throws std::system_error(errc::unavailable) when the
+  /// connection breaks, after which broken() is true. One call at a time.
   boost::asio::awaitable<std::vector<Result>> run(std::span<const Statement> statements);
   boost::asio::awaitable<Result> run(const Statement& statement);
+  /// Runs `statements` as one pipeline (one round trip), each in its own
+  /// implicit transaction, in order: a failed statement fails alone. Throws
+  /// like run().
+  boost::asio::awaitable<std::vector<Result>> run_each(std::span<const Statement> statements);
 
   /// Prepares `sql` as `name` on this connection (parsed and planned once).
   /// Throws like run(), and for SQL the server refuses.
@@ -86,8 +92,14 @@ class Connection {
   boost::asio::awaitable<void> wait(Wait what);
   [[noreturn]] void fail(std::string_view what);
   boost::asio::awaitable<void> flush();
-  /// Syncs the pipeline and reads `count` statements' results.
-  boost::asio::awaitable<std::vector<Result>> finish(std::size_t count);
+  /// Sends `statements`, with a sync (a transaction's end) after each one
+  /// when `each`, else one after the last.
+  void send(std::span<const Statement> statements, bool each);
+  /// Syncs the pipeline and reads `count` statements' results: one
+  /// transaction, or `count` of them when `each`.
+  boost::asio::awaitable<std::vector<Result>> finish(std::size_t count, bool each);
+  /// Reads one transaction's results, up to its sync, into `out`.
+  boost::asio::awaitable<void> read_transaction(std::span<Result> out);
 
   boost::asio::any_io_executor executor_;
   pg_conn* conn_;
