@@ -85,6 +85,22 @@ FROM lease, string_to_table($8, E'\n') WITH ORDINALITY AS e(event, n)
 
 constexpr std::string_view write_statement = "harnessd_write";
 
+// A page of session/events, capped in SQL: at most $3 events, and no more
+// than $4 bytes of them once the page has one (so a single larger event is
+// still readable), so no more than about a page ever leaves the database.
+// `more`: an event follows the row (read on its last row). octet_length
+// reads a stored value's size without decompressing it.
+constexpr std::string_view read_page_sql = R"sql(
+SELECT seq, event, more FROM (
+  SELECT seq, event, row_number() OVER w AS n, sum(octet_length(event)) OVER w AS bytes,
+         lead(seq) OVER w IS NOT NULL AS more
+  FROM harnessd_events WHERE session_id = $1 AND seq > $2::bigint
+  WINDOW w AS (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+  ORDER BY seq LIMIT $3::bigint) page
+WHERE n = 1 OR bytes <= $4::bigint
+ORDER BY seq
+)sql";
+
 constexpr std::string_view take_lease_sql = R"sql(
 UPDATE harnessd_sessions
 SET lease_owner = $2, lease_until = now() + $3::bigint * interval '1 millisecond', lease_epoch = lease_epoch + 1
@@ -747,27 +763,21 @@ asio::awaitable<std::optional<EventPage>> PostgresStore::read_events(std::string
   auto conn = co_await state->acquire();
   const Statement statements[] = {
       Statement{"SELECT last_seq FROM harnessd_sessions WHERE id = $1", {id}},
-      Statement{"SELECT seq, event FROM harnessd_events WHERE session_id = $1 AND seq > $2::bigint "
-                "ORDER BY seq LIMIT $3::bigint",
-                {id, num(after_seq), num(static_cast<std::int64_t>(limit) + 1)}}};
+      Statement{read_page_sql,
+                {id, num(after_seq), num(static_cast<std::int64_t>(limit)), num(static_cast<std::int64_t>(max_bytes))}}};
   const std::vector<Result> results = co_await conn->run(statements);
   const Result& head = checked(results[0], "reading session " + id);
   const Result& rows = checked(results[1], "reading session " + id);
   if (head.rows.empty()) co_return std::nullopt;
   EventPage page;
   page.last_seq = to_int(head.rows[0][0]);
-  std::size_t bytes = 0;
+  page.events.reserve(rows.rows.size());
   for (const auto& row : rows.rows) {
-    const std::string& event = *row[1];
-    if (page.events.size() == limit || (!page.events.empty() && bytes + event.size() > max_bytes)) {
-      page.more = true;
-      break;
-    }
-    bytes += event.size();
-    page.events.push_back(event);
+    page.events.push_back(row[1].value_or(""));
     // Events committed after the session row was read belong to the page too.
     page.last_seq = std::max(page.last_seq, to_int(row[0]));
   }
+  page.more = !rows.rows.empty() && rows.rows.back()[2] == std::optional<std::string>("t");
   co_return page;
 }
 

@@ -832,3 +832,66 @@ def test_a_refused_write_fails_only_its_own_turn(spawn, pg_db, when):
         resp, _ = cb.run_prompt(sid, "@reply after restart", timeout=TURN_TIMEOUT)
         assert resp.get("result") == OK, f"{sid}: the turn after the restart failed: {resp}"
         check_reloadable(db_events(pg_db, sid), sid)
+
+
+# ---------------------------------------------------------------------------
+# session/events pages: capped by bytes in the database's query
+
+
+PAGE_MAX_BYTES = 4 * 1024 * 1024  # docs/protocol.md: a page holds about 4 MiB
+
+
+def events_page(conn, sid: str, after: int, limit: int = 1000) -> dict:
+    return result_of(conn.response(conn.request("session/events", {"sessionId": sid, "afterSeq": after,
+                                                                    "limit": limit}), timeout=TURN_TIMEOUT))
+
+
+def expected_page(sizes: list[tuple[int, int]], after: int, limit: int) -> tuple[list[int], bool]:
+    """(seqs, more) of the page after `after`: at most `limit` events, no more than PAGE_MAX_BYTES of
+    them once it has one."""
+    rest = [(seq, size) for seq, size in sizes if seq > after]
+    seqs, total = [], 0
+    for seq, size in rest[:limit]:
+        if seqs and total + size > PAGE_MAX_BYTES:
+            break
+        seqs.append(seq)
+        total += size
+    return seqs, len(seqs) < len(rest)
+
+
+def test_events_pages_are_capped_by_bytes(spawn, pg_db):
+    a = start_node(spawn, pg_db, "node-a")
+    c = client(a)
+    resp, _ = c.run_prompt("pages", "@chunks 100 65536", timeout=60)  # about 6.6 MB of events
+    assert result_of(resp)["status"] == "ok"
+    # A session logged elsewhere with one event larger than a page (written straight into the
+    # database: a live turn's chunks are smaller): it is still read, alone on its page.
+    filler = '{"type":"assistant/chunk","seq":%d,"time":1,"data":{"turn":0,"step":0,"chunk":{"type":"text-delta","index":0,"text":"'
+    pg_db.psql(f"""
+INSERT INTO harnessd_sessions (id, header, created_at, updated_at, last_seq)
+  VALUES ('huge', '{{"type":"session","version":0,"id":"huge","createdAt":1,"delegationDepth":0}}', 1, 1, 3);
+INSERT INTO harnessd_events (session_id, seq, event) VALUES
+  ('huge', 0, {sql_literal(filler % 0)} || 'small"}}}}}}'),
+  ('huge', 1, {sql_literal(filler % 1)} || repeat('h', 5000000) || '"}}}}}}'),
+  ('huge', 2, {sql_literal(filler % 2)} || repeat('s', 3000000) || '"}}}}}}'),
+  ('huge', 3, {sql_literal(filler % 3)} || repeat('t', 2000000) || '"}}}}}}');
+""")
+    for sid, limits in (("pages", (1000, 7)), ("huge", (1000, 1))):
+        rows = db_rows(pg_db, sid)
+        sizes = [(seq, len(raw)) for seq, raw in rows]
+        for limit in limits:
+            got, after, pages = [], -1, 0
+            while True:
+                page = events_page(c, sid, after, limit)
+                want, more = expected_page(sizes, after, limit)
+                assert [e["seq"] for e in page["events"]] == want, (sid, limit, after)
+                assert page["more"] is more, (sid, limit, after, page["more"])
+                assert page["lastSeq"] == rows[-1][0]
+                got += page["events"]
+                pages += 1
+                if not more:
+                    break
+                after = want[-1]
+            assert got == [json.loads(raw) for _, raw in rows]
+            print(f"\n{sid}: {len(rows)} events, limit {limit}: {pages} pages")
+    assert events_page(c, "huge", 3) == {"events": [], "lastSeq": 3, "more": False}
