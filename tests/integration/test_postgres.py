@@ -22,6 +22,8 @@ What is checked:
 - a write the database refuses (a trigger, at the insert or at commit) fails
   its own turn only: the other writes of its commit group run again alone
   and commit; nothing notified is missing, every session loads and goes on;
+- session/events pages hold at most about 4 MiB (the query caps them), and
+  an event larger than that still comes, alone on its page;
 - /healthz reports the database.
 
 Each test gets a fresh database (the pg_db fixture, conftest.py) on one
