@@ -26,8 +26,9 @@ declare -A max_len=(
   [scripted]=1024
   [listen_url]=256
   [jsonl_store]=8192
+  [utf8]=4096
 )
-targets=(${FUZZ_TARGETS:-line_framer codec sse_parser openai_stream scripted listen_url jsonl_store})
+targets=(${FUZZ_TARGETS:-line_framer codec sse_parser openai_stream scripted listen_url jsonl_store utf8})
 
 start=$SECONDS
 if [[ ! -f "$build/build.ninja" ]]; then
