@@ -175,7 +175,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="stdio-rate-") as tmp:
         daemon = [args.bin, "--stdio", "--store", args.store, "--session-root", str(Path(tmp) / "sessions"),
-                  "--log-level", "warn"]
+                  "--log-level", "warn", "--max-turn-bytes", str(1 << 30)]  # a 128 MiB turn is the point
         recording = Path(tmp) / "turn.ndjson"
         size, _ = plain_round(daemon, args.prompt, RECORDED_ID, record=recording)
         replay_script = Path(tmp) / "replay.py"

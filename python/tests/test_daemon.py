@@ -146,7 +146,8 @@ def test_daemon_cancel_and_timeout(harness):
 def test_daemon_huge_turn_over_stdio(harnessd_bin, tmp_path):
     """128 MiB of frames over stdio; the SDK keeps up and keeps nothing."""
 
-    argv = (str(harnessd_bin), "--stdio", "--store", "memory", "--log-level", "warn")
+    # The turn is over the default --max-turn-bytes (64 MiB): raised for it.
+    argv = (str(harnessd_bin), "--stdio", "--store", "memory", "--log-level", "warn", "--max-turn-bytes", str(256 << 20))
     with DeepSeekHarness(provider="scripted", launch_args_override=argv, cwd=str(tmp_path),
                          request_timeout_seconds=120) as harness:
         harness.run("warm up", session_id="huge")
