@@ -98,6 +98,13 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
   app.add_option("--provider", config.server.default_provider, "Provider of clients that name none in initialize");
   app.add_option("--max-frame-bytes", config.server.max_frame_bytes, "Largest accepted message in bytes")
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30));
+  app.add_option("--max-response-bytes-per-connection", config.server.max_response_bytes_per_connection,
+                 "Bytes of built answers (session/events pages, replayed events) one connection may hold "
+                 "unwritten; more requests wait for them to drain, then get -32005")
+      ->check(CLI::Range(std::size_t{1} << 20, std::size_t{1} << 40));
+  app.add_option("--max-response-bytes", config.server.max_response_bytes,
+                 "Bytes of built answers all connections together may hold unwritten")
+      ->check(CLI::Range(std::size_t{1} << 20, std::size_t{1} << 42));
   app.add_option("--subscriber-max-bytes", config.server.subscriber_max_bytes,
                  "Close a connection with more bytes of subscribed session events queued than this "
                  "(session/subscribe never slows a turn)")

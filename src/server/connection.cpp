@@ -58,6 +58,8 @@ asio::awaitable<void> Connection::run() {
   const transport::TransportKind kind = transport_->kind();
   context_.metrics.connection_opened(kind);
   spdlog::info("{}: connected", peer_);
+  outbox_->limit_responses(context_.config.max_response_bytes_per_connection, context_.response_budget,
+                           context_.config.response_budget_wait);
   asio::co_spawn(strand_, writer(), asio::detached);
   // stdio has one client that owns the process: no timeouts there.
   if (kind != transport::TransportKind::stdio) arm_quiet_deadline(context_.config.handshake_timeout);

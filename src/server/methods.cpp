@@ -154,6 +154,24 @@ protocol::ShutdownResult shutdown(ClientState&, protocol::ShutdownParams) { retu
 // bounded frame whatever the events' sizes.
 constexpr std::size_t page_max_bytes = 4 * 1024 * 1024;
 
+/// A page is charged to the connection's response budget from before it is
+/// read until its answer is written: a peer that asks and does not read
+/// holds a bounded number of pages (ServerConfig::max_response_bytes*).
+asio::awaitable<ResponseCharge> reserve_page(ClientState& client) {
+  std::optional<ResponseCharge> charge = co_await client.outbox->reserve(page_max_bytes);
+  if (!charge) {
+    throw RpcError(ErrorCode::overloaded, "server overloaded", json::object{{"retryAfterMs", 1000}});
+  }
+  co_return std::move(*charge);
+}
+
+/// At most the bytes of a session/events answer holding `page`.
+std::size_t answer_bytes(const store::EventPage& page) {
+  std::size_t bytes = 32;
+  for (const std::string& event : page.events) bytes += event.size() + 1;
+  return bytes;
+}
+
 [[noreturn]] void unknown_session(const std::string& id) {
   throw RpcError(ErrorCode::invalid_params, "unknown session: " + id, json::object{{"sessionId", id}});
 }
@@ -204,9 +222,12 @@ asio::awaitable<protocol::ListResult> list(ClientState& client, protocol::ListPa
 
 asio::awaitable<protocol::EventsResult> events(ClientState& client, protocol::EventsParams p) {
   const std::string id = store_id(client, p.session_id);
+  ResponseCharge charge = co_await reserve_page(client);
   std::optional<store::EventPage> page = co_await client.context.sessions.store().read_events(
       id, p.after_seq, static_cast<std::size_t>(p.limit), page_max_bytes);
   if (!page) unknown_session(p.session_id);
+  charge.resize(answer_bytes(*page));
+  client.outbox->charge_next_frames(std::move(charge));  // the answer carries it until written
   co_return protocol::EventsResult{.events = std::move(page->events), .last_seq = page->last_seq, .more = page->more};
 }
 
@@ -241,6 +262,7 @@ asio::awaitable<void> replay(ClientState& client, const std::string& session_id,
   const rpc::EventEnvelope envelope = rpc::session_event_envelope(shown_id(client.context, session_id));
   while (after_seq < last_seq) {
     const auto limit = static_cast<std::size_t>(std::min(last_seq - after_seq, protocol::max_page_limit));
+    ResponseCharge charge = co_await reserve_page(client);
     std::optional<store::EventPage> page =
         co_await client.context.sessions.store().read_events(session_id, after_seq, limit, page_max_bytes);
     if (!page || page->events.empty()) break;  // the store keeps no events (memory)
@@ -253,7 +275,9 @@ asio::awaitable<void> replay(ClientState& client, const std::string& session_id,
     }
     const std::size_t count = page->events.size();
     after_seq += static_cast<std::int64_t>(count);
-    if (co_await client.outbox->push(std::move(block), count)) client.context.metrics.notifications_queued(count);
+    charge.resize(block.size());
+    Block charged = Outbox::charged_block(std::move(block), std::move(charge));
+    if (co_await client.outbox->push(std::move(charged), count)) client.context.metrics.notifications_queued(count);
   }
 }
 

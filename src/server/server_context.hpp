@@ -2,6 +2,7 @@
 #pragma once
 
 #include "auth/credentials.hpp"
+#include "server/outbox.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -25,6 +26,12 @@ struct ServerConfig {
   std::size_t max_frame_bytes = 8 * 1024 * 1024;
   std::size_t outbox_max_bytes = 4 * 1024 * 1024;
   std::size_t max_inflight_requests = 1024;
+  /// Bytes of built answers not yet written (session/events pages, replayed
+  /// events), per connection and in all. A request that would pass them
+  /// waits up to response_budget_wait for bytes to drain, then gets -32005.
+  std::size_t max_response_bytes_per_connection = 64 * 1024 * 1024;
+  std::size_t max_response_bytes = 256 * 1024 * 1024;
+  std::chrono::milliseconds response_budget_wait{10'000};
   /// A connection with more bytes of subscribed events queued is cut off:
   /// subscriptions never wait for their peer (blocks are shared, so this
   /// costs little memory per subscriber).
@@ -74,6 +81,8 @@ struct ServerContext {
   Metrics& metrics;
   /// Set once at SIGTERM (Server::drain): no new connections or prompts.
   std::atomic<bool> draining{false};
+  /// The response bytes of every connection (ServerConfig::max_response_bytes).
+  std::shared_ptr<ByteBudget> response_budget = std::make_shared<ByteBudget>(config.max_response_bytes);
 };
 
 }  // namespace harnessd::server
