@@ -12,10 +12,11 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 packages=(build-essential cmake ninja-build ccache pkg-config git ca-certificates
-  libboost1.81-dev libboost-json1.81-dev
+  libboost1.81-dev libboost-json1.81-dev libboost-regex1.81-dev
   libssl-dev doctest-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libpq-dev postgresql  # --store postgres: libpq, and the server its tests start
   python3 python3-pytest procps curl
+  bubblewrap  # the bash tool's sandbox (bwrap)
   nginx openssl systemd python3-yaml  # tests/deploy: reverse proxy, throwaway CA, systemd-analyze, k8s YAML
   clang libclang-rt-14-dev)  # the libFuzzer harnesses (tests/fuzz)
 if [ "$browser" = 1 ]; then

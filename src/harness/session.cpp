@@ -201,6 +201,9 @@ boost::asio::awaitable<bool> Session::load(const std::optional<std::string>& cwd
     }
     delegation_depth_ = static_cast<int>(stored);
   }
+  if (const json::value* recorded = log->header().if_contains("cwd"); recorded && recorded->is_string()) {
+    workspace_ = std::string(recorded->get_string());
+  }
   replay(log->take_loaded_events());
   written_seq_ = next_seq_ - 1;
   visible_seq_ = written_seq_;

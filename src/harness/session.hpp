@@ -6,6 +6,9 @@
 
 #include "harnessd/protocol/turn_end.hpp"
 #include "harness/event_sink.hpp"
+#include "tools/read_tracker.hpp"
+#include "tools/task_table.hpp"
+#include "tools/workspace.hpp"
 #include "harness/event_subscriber.hpp"
 #include "llm/cancel_scope.hpp"
 #include "llm/chat.hpp"
@@ -50,7 +53,9 @@ struct PromptInput {
   llm::Provider* provider = nullptr;
   std::string model;
   std::optional<std::int64_t> max_tokens;
-  std::optional<std::string> cwd;  ///< recorded in the header of a new session
+  std::optional<std::string> cwd;  ///< the workspace, recorded in the header of a new session
+  /// How far this prompt's tools may reach (the client's initialize.sandbox).
+  tools::SandboxMode sandbox = tools::SandboxMode::workspace_write;
   const TurnOwner* owner = nullptr;  ///< who prompted: cancel(why, owner) matches it
   bool admit = false;              ///< a client's prompt: waits for a running-turn slot
   /// When the sink's client is gone, the turn runs on (still logged and
@@ -78,6 +83,13 @@ class Session : public std::enable_shared_from_this<Session> {
   const Strand& strand() const noexcept { return strand_; }
   /// Strand-only once the session may be loading.
   int delegation_depth() const noexcept { return delegation_depth_; }
+  /// Strand-only, once loaded: the workspace recorded in the log header
+  /// (nullopt for a log without one).
+  const std::optional<std::string>& workspace() const noexcept { return workspace_; }
+  /// Strand-only: what this session's tools have read, and its background
+  /// processes (killed when the session is evicted or the daemon stops).
+  tools::ReadTracker& reads() noexcept { return reads_; }
+  tools::TaskTable& tasks() noexcept { return tasks_; }
 
   /// Thread-safe. Reserves the session for one prompt; false while another
   /// prompt holds it. prompt() releases the reservation when it settles.
@@ -189,6 +201,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool loading_ = false;
   std::shared_ptr<util::Wakeup> loaded_;  ///< wakes whoever waits for a load in progress
   std::vector<std::shared_ptr<EventSubscriber>> subscribers_;
+  std::optional<std::string> workspace_;
+  tools::ReadTracker reads_;
+  tools::TaskTable tasks_;
 };
 
 }  // namespace harnessd::harness

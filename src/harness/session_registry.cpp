@@ -1,4 +1,5 @@
 #include "harness/session_registry.hpp"
+#include "harness/subagent_tool.hpp"
 
 #include <boost/asio/strand.hpp>
 
@@ -20,7 +21,10 @@ SessionRegistry::SessionRegistry(boost::asio::any_io_executor executor, store::E
     : executor_(std::move(executor)),
       store_(store),
       options_(options),
-      admission_(options.max_running_turns, options.max_queued_turns) {}
+      admission_(options.max_running_turns, options.max_queued_turns),
+      tool_pool_(std::max(1u, options.tool_threads)) {
+  tools_.add(make_subagent_tool());
+}
 
 std::shared_ptr<Session> SessionRegistry::make_session(std::string id,
                                                        std::optional<std::string> parent,

@@ -9,6 +9,8 @@
 #include "harness/session.hpp"
 #include "harness/turn_stats.hpp"
 #include "harnessd/protocol/session_id.hpp"
+#include "tools/registry.hpp"
+#include "tools/tool_pool.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -39,6 +41,9 @@ struct HarnessOptions {
   /// One turn's events (as logged) stop at about this many bytes: the turn
   /// ends with error code TURN_TOO_LARGE.
   std::size_t max_turn_bytes = std::size_t{64} << 20;
+  /// Threads for blocking tool work (file reads, tree walks).
+  unsigned tool_threads = 2;
+  tools::SandboxOptions sandbox;
 };
 
 /// Thread-safe.
@@ -68,6 +73,11 @@ class SessionRegistry {
   /// For a prompt refused as overloaded: roughly when a slot may be free.
   std::int64_t retry_after_ms() const;
   std::uint64_t evicted() const noexcept { return evicted_.load(std::memory_order_relaxed); }
+  /// The tools sessions offer their model: `subagent` from the start, the
+  /// rest added at start-up (tools::add_builtin_tools), before any turn.
+  tools::ToolRegistry& tools() noexcept { return tools_; }
+  const tools::ToolRegistry& tools() const noexcept { return tools_; }
+  tools::ToolPool& tool_pool() noexcept { return tool_pool_; }
 
  private:
   std::shared_ptr<Session> make_session(std::string id, std::optional<std::string> parent, int depth);
@@ -81,6 +91,8 @@ class SessionRegistry {
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions_;
   std::uint64_t child_counter_ = 0;
   std::atomic<std::uint64_t> evicted_{0};
+  tools::ToolRegistry tools_;
+  tools::ToolPool tool_pool_;
 };
 
 using protocol::max_session_id_bytes;

@@ -1,6 +1,8 @@
 // The subagent tool. A child session shares its parent's strand: the child
 // turn runs inside the parent's, so cancelling the parent reaches the child
 // synchronously and the whole tree is race-free by construction.
+#include "harness/subagent_tool.hpp"
+
 #include "detail/turn.hpp"
 
 #include "harness/session_registry.hpp"
@@ -14,18 +16,12 @@ namespace harnessd::harness::detail {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& call,
-                                          const PromptInput& parent_input, EventSink& sink,
-                                          llm::CancelScope& cancel) {
-  json::error_code ec;
-  json::value args = json::parse(call.arguments, ec, {}, util::input_parse_options());
-  const json::value* prompt = (!ec && args.is_object()) ? args.get_object().if_contains("prompt") : nullptr;
-  if (prompt == nullptr || !prompt->is_string() || prompt->get_string().empty()) {
-    co_return ToolOutcome{"subagent: arguments must be a JSON object with a non-empty string \"prompt\"", true};
-  }
+asio::awaitable<tools::ToolResult> run_subagent(Session& parent, std::string prompt, const PromptInput& parent_input,
+                                                EventSink& sink, llm::CancelScope& cancel) {
   const int max_depth = parent.registry().options().max_delegation_depth;
   if (parent.delegation_depth() >= max_depth) {
-    co_return ToolOutcome{"subagent: delegation depth limit (" + std::to_string(max_depth) + ") reached", true};
+    co_return tools::ToolResult::failure(
+        "DEPTH_LIMIT", "subagent: delegation depth limit (" + std::to_string(max_depth) + ") reached");
   }
 
   std::shared_ptr<Session> child = parent.registry().create_child(parent);
@@ -33,11 +29,12 @@ asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& 
   co_await sink.on_subagent_started(std::move(started));
 
   PromptInput input;
-  input.content = json::array{json::object{{"type", "text"}, {"text", prompt->get_string()}}};
+  input.content = json::array{json::object{{"type", "text"}, {"text", std::move(prompt)}}};
   input.provider = parent_input.provider;
   input.model = parent_input.model;
   input.max_tokens = parent_input.max_tokens;
-  input.cwd = parent_input.cwd;
+  input.cwd = parent.workspace();  // children work in their parent's workspace
+  input.sandbox = parent_input.sandbox;
   input.owner = parent_input.owner;  // the parent's client gets the child's events from the sink
   input.run_detached = parent_input.run_detached;
 
@@ -60,13 +57,63 @@ asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& 
                                       .last_assistant_message = outcome.final_text};
   co_await sink.on_subagent_finished(std::move(finished));
 
-  if (ok) co_return ToolOutcome{outcome.final_text.value_or(""), false};
+  if (ok) {
+    tools::ToolResult result;
+    result.text = outcome.final_text.value_or("");
+    result.meta = json::object{{"childSessionId", child->id()}};
+    co_return result;
+  }
   std::string why(protocol::to_string(outcome.reason.kind));
   if (outcome.reason.kind == protocol::TurnEndReason::Kind::error) {
     why += ": ";
     why += outcome.reason.message;
   }
-  co_return ToolOutcome{"subagent did not finish (" + why + ")", true};
+  co_return tools::ToolResult::failure("SUBAGENT_FAILED", "subagent did not finish (" + why + ")");
 }
 
 }  // namespace harnessd::harness::detail
+
+namespace harnessd::harness {
+namespace {
+
+class SubagentTool final : public tools::Tool {
+ public:
+  std::string_view name() const override { return "subagent"; }
+  std::string_view description() const override {
+    return "Delegate a self-contained task to a subagent that works in its own session, in the same "
+           "workspace, and returns its final answer. Give it everything it needs in the prompt: it does "
+           "not see this conversation. Use it for independent side tasks whose details would crowd this "
+           "conversation.";
+  }
+  const json::object& input_schema() const override {
+    static const json::object schema{
+        {"type", "object"},
+        {"properties",
+         json::object{{"description", json::object{{"type", "string"}, {"description", "A short title for the task"}}},
+                      {"prompt", json::object{{"type", "string"}, {"description", "The full task for the subagent"}}}}},
+        {"required", json::array{"description", "prompt"}}};
+    return schema;
+  }
+  bool read_only() const override { return false; }
+  bool delegates() const override { return true; }
+
+  asio::awaitable<tools::ToolResult> run(const json::object& args, tools::ToolContext& context) override {
+    const json::value* prompt = args.if_contains("prompt");
+    const json::value* description = args.if_contains("description");
+    if (!prompt->is_string() || prompt->get_string().empty()) {
+      co_return tools::ToolResult::failure("INVALID_ARGUMENTS", "subagent: \"prompt\" must be a non-empty string");
+    }
+    if (!context.delegate) {
+      co_return tools::ToolResult::failure("DEPTH_LIMIT", "subagent: delegation is not available at this depth");
+    }
+    std::string title = description->is_string() ? std::string(description->get_string()) : std::string();
+    tools::ToolResult result = co_await context.delegate(std::move(title), std::string(prompt->get_string()));
+    co_return result;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<tools::Tool> make_subagent_tool() { return std::make_unique<SubagentTool>(); }
+
+}  // namespace harnessd::harness

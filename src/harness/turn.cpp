@@ -6,14 +6,19 @@
 #include "llm/provider.hpp"
 #include "llm/valid_text.hpp"
 #include "util/json_append.hpp"
+#include "util/json_limits.hpp"
 #include "util/utf8.hpp"
+#include "util/wakeup.hpp"
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 
 namespace harnessd::harness::detail {
@@ -216,7 +221,7 @@ class TurnRun final : public llm::ChunkSink {
       request.model = input_.model;
       request.max_tokens = input_.max_tokens;
       request.messages = &session_.messages();
-      request.tools = tools_for_depth(session_.delegation_depth(), max_depth);
+      request.tools = tool_specs(session_.registry().tools(), session_.delegation_depth() < max_depth);
       llm::ModelResult result;
       try {
         result = co_await input_.provider->stream(request, *this, cancel_);
@@ -259,40 +264,180 @@ class TurnRun final : public llm::ChunkSink {
       if (calls.empty()) {
         co_return protocol::TurnEndReason::error("the model asked for tools but sent no tool call", "PROTOCOL");
       }
-      for (const llm::ToolCall& call : calls) {
-        co_await run_tool(call);
-        if (cancel_.cancelled()) co_return aborted();
-        if (too_large_) co_return too_large();
-      }
+      co_await run_tools(calls);
+      if (cancel_.cancelled()) co_return aborted();
+      if (too_large_) co_return too_large();
     }
     co_return protocol::TurnEndReason::error("the turn exceeded " + std::to_string(max_steps) + " model steps",
                               "MAX_STEPS");
   }
 
-  asio::awaitable<void> run_tool(const llm::ToolCall& call) {
-    if (!fits(256 + json_string_size(call.id) + json_string_size(call.name) + json_string_size(call.arguments))) {
-      too_large_ = true;
+  /// One step's tool calls: their tool/call events, the calls (all at once
+  /// when every one of them only reads, else one after another), then
+  /// their tool/result events in call order.
+  asio::awaitable<void> run_tools(const std::vector<llm::ToolCall>& calls) {
+    tool_runs_.clear();
+    bool all_read_only = true;
+    for (const llm::ToolCall& call : calls) {
+      if (!fits(256 + json_string_size(call.id) + json_string_size(call.name) + json_string_size(call.arguments))) {
+        too_large_ = true;
+        co_return;
+      }
+      ToolRun& run = tool_runs_.emplace_back();
+      run.call = &call;
+      run.tool = session_.registry().tools().find(call.name);
+      all_read_only = all_read_only && run.tool != nullptr && run.tool->read_only();
+    }
+    if (all_read_only && tool_runs_.size() > 1) {
+      for (ToolRun& run : tool_runs_) add(protocol::ToolCallEvent{turn_, step_, run.call->id, run.call->name,
+                                                                  run.call->arguments});
+      co_await flush();
+      co_await run_in_parallel();
+      for (ToolRun& run : tool_runs_) {
+        add_tool_result(run);
+        if (too_large_) co_return;
+      }
+      co_await flush_if_full();
       co_return;
     }
-    add(protocol::ToolCallEvent{turn_, step_, call.id, call.name, call.arguments});
-    co_await flush();  // a child's events follow this turn's, never overtake them
-    ToolOutcome outcome;
-    if (call.name == "subagent") {
-      outcome = co_await run_subagent(session_, call, input_, sink_, cancel_);
-    } else {
-      outcome = ToolOutcome{"unknown tool: " + call.name, true};
+    for (ToolRun& run : tool_runs_) {
+      add(protocol::ToolCallEvent{turn_, step_, run.call->id, run.call->name, run.call->arguments});
+      co_await flush();  // a child's events follow this turn's, never overtake them
+      co_await run_one(run);
+      add_tool_result(run);
+      if (too_large_) co_return;
+      co_await flush_if_full();
+      if (cancel_.cancelled()) co_return;
     }
+  }
+
+  struct ToolRun {
+    const llm::ToolCall* call = nullptr;
+    tools::Tool* tool = nullptr;
+    tools::ToolResult result;
+  };
+
+  /// Every run of tool_runs_ at once on this strand; returns when all ended.
+  asio::awaitable<void> run_in_parallel() {
+    auto strand = co_await asio::this_coro::executor;
+    auto done = util::Wakeup::create(strand);
+    std::size_t left = tool_runs_.size();
+    for (ToolRun& run : tool_runs_) {
+      asio::co_spawn(strand, run_one(run), [&left, done](std::exception_ptr) {
+        if (--left == 0) done->notify();
+      });
+    }
+    while (left > 0) co_await done->wait();
+  }
+
+  /// Runs one call: its tool found, its arguments checked, in the session's
+  /// workspace. Never throws: a failure is the call's result.
+  asio::awaitable<void> run_one(ToolRun& run) {
+    if (run.tool == nullptr) {
+      run.result = tools::ToolResult::failure("UNKNOWN_TOOL", "unknown tool: " + run.call->name);
+      co_return;
+    }
+    std::string problem;
+    std::optional<json::object> args = parse_arguments(*run.call, *run.tool, problem);
+    if (!args) {
+      run.result = tools::ToolResult::failure("INVALID_ARGUMENTS", std::move(problem));
+      co_return;
+    }
+    std::optional<tools::Workspace> workspace;
+    try {
+      // A network session without a cwd of its client gets a directory of
+      // its own, made on first use.
+      const std::filesystem::path root = session_workspace();
+      std::error_code ignored;
+      if (!std::filesystem::exists(root, ignored)) {
+        std::filesystem::create_directories(root, ignored);
+        std::filesystem::permissions(root, std::filesystem::perms::owner_all, ignored);
+      }
+      workspace.emplace(root, input_.sandbox == tools::SandboxMode::danger_full_access);
+    } catch (const std::exception& e) {
+      run.result = tools::ToolResult::failure("WORKSPACE_UNAVAILABLE", util::valid_utf8(e.what()));
+      co_return;
+    }
+    tools::ToolContext context{
+        .workspace = *workspace,
+        .sandbox = input_.sandbox,
+        .cancel = cancel_,
+        .pool = session_.registry().tool_pool(),
+        .reads = session_.reads(),
+        .tasks = session_.tasks(),
+        .emit = [this](std::string_view type, json::object data) { add_raw(type, data); },
+        .delegate = {},
+        .sandbox_options = session_.registry().options().sandbox,
+    };
+    if (run.tool->delegates()) {
+      context.delegate = [this](std::string, std::string prompt) {
+        return run_subagent(session_, std::move(prompt), input_, sink_, cancel_);
+      };
+    }
+    try {
+      run.result = co_await run.tool->run(*args, context);
+    } catch (const std::exception& e) {
+      run.result = tools::ToolResult::failure("TOOL_FAILED", util::valid_utf8(e.what()));
+    }
+    run.result.text = util::valid_utf8(run.result.text);
+  }
+
+  /// The call's arguments as an object with every field the schema
+  /// requires; nullopt and `problem` otherwise.
+  static std::optional<json::object> parse_arguments(const llm::ToolCall& call, const tools::Tool& tool,
+                                                     std::string& problem) {
+    json::error_code ec;
+    json::value parsed = json::parse(call.arguments.empty() ? std::string_view("{}") : call.arguments, ec, {},
+                                     util::input_parse_options());
+    if (ec || !parsed.is_object()) {
+      problem = call.name + ": the arguments must be a JSON object";
+      return std::nullopt;
+    }
+    if (const json::value* required = tool.input_schema().if_contains("required"); required && required->is_array()) {
+      for (const json::value& field : required->get_array()) {
+        if (field.is_string() && !parsed.get_object().contains(field.get_string())) {
+          problem = call.name + ": missing required argument \"" + std::string(field.get_string()) + "\"";
+          return std::nullopt;
+        }
+      }
+    }
+    return std::move(parsed.get_object());
+  }
+
+  /// The directory the session's tools work in: the one recorded in its log,
+  /// else the prompt's, else the daemon's.
+  std::filesystem::path session_workspace() const {
+    if (session_.workspace()) return *session_.workspace();
+    if (input_.cwd) return *input_.cwd;
+    return std::filesystem::current_path();
+  }
+
+  void add_tool_result(ToolRun& run) {
     // Left without a result, as a call cancelled mid-tool is.
-    if (!fits(256 + json_string_size(call.id) + json_string_size(outcome.text))) {
+    if (!fits(512 + json_string_size(run.call->id) + 2 * json_string_size(run.result.text) +
+              json::serialize(run.result.meta).size())) {
       too_large_ = true;
-      co_return;
+      return;
     }
-    add_message(protocol::ToolResult{turn_, step_, call.id, outcome.text, outcome.is_error},
-                llm::ChatMessage{.role = llm::ChatMessage::Role::tool,
-                                 .text = outcome.text,
-                                 .tool_call_id = call.id,
-                                 .is_error = outcome.is_error});
-    co_await flush_if_full();
+    const bool is_error = run.result.error.has_value();
+    protocol::ToolResult event{.turn = turn_,
+                               .step = step_,
+                               .call_id = run.call->id,
+                               .text = run.result.text,
+                               .is_error = is_error,
+                               .error_code = is_error ? std::optional(run.result.error->code) : std::nullopt,
+                               .meta = std::move(run.result.meta)};
+    add_message(event, llm::ChatMessage{.role = llm::ChatMessage::Role::tool,
+                                        .text = run.result.text,
+                                        .tool_call_id = run.call->id,
+                                        .is_error = is_error});
+  }
+
+  /// An event a tool asks for (todo/write), logged and streamed like the rest.
+  void add_raw(std::string_view type, const json::object& data) {
+    const std::size_t start = begin_event();
+    session_.append_event(block_, type, data);
+    end_event(start);
   }
 
   /// `{"turn":T,"step":S,"chunk":CHUNK}`, serialized once, from the type
@@ -379,6 +524,7 @@ class TurnRun final : public llm::ChunkSink {
   int step_ = 0;
   std::map<int, Block> blocks_;
   std::vector<llm::ToolCall> step_calls_;  ///< what the step's assistant/message asked for
+  std::vector<ToolRun> tool_runs_;          ///< the step's calls while they run
   std::optional<json::object> usage_;
   std::optional<std::string> final_text_;
   const EventSink::Envelope envelope_ = sink_.envelope(session_.id());
@@ -400,20 +546,13 @@ asio::awaitable<PromptOutcome> run_turn(Session& session, PromptInput& input, Ev
   co_return outcome;
 }
 
-std::vector<llm::ToolSpec> tools_for_depth(int depth, int max_depth) {
-  std::vector<llm::ToolSpec> tools;
-  if (depth >= max_depth) return tools;
-  json::object properties{
-      {"description", json::object{{"type", "string"}, {"description", "A short title for the task"}}},
-      {"prompt", json::object{{"type", "string"}, {"description", "The full task for the subagent"}}}};
-  tools.push_back(llm::ToolSpec{
-      "subagent",
-      "Delegate a self-contained task to a subagent that works in its own session and "
-      "returns its final answer.",
-      json::object{{"type", "object"},
-                   {"properties", std::move(properties)},
-                   {"required", json::array{"description", "prompt"}}}});
-  return tools;
+std::vector<llm::ToolSpec> tool_specs(const tools::ToolRegistry& registry, bool may_delegate) {
+  std::vector<llm::ToolSpec> specs;
+  for (const tools::Tool* tool : registry.all()) {
+    if (tool->delegates() && !may_delegate) continue;
+    specs.push_back(llm::ToolSpec{std::string(tool->name()), std::string(tool->description()), tool->input_schema()});
+  }
+  return specs;
 }
 
 }  // namespace harnessd::harness::detail

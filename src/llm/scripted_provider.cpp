@@ -6,6 +6,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <charconv>
@@ -67,6 +68,20 @@ Script parse_script(std::string_view user_text) {
       if (!parse_int(arg, script.delay_ms) || script.delay_ms < 0 || script.delay_ms > max_delay_ms) {
         return invalid("@delay expects milliseconds between 0 and 600000");
       }
+      continue;
+    }
+    if (name == "@tool") {
+      // Several @tool lines are several calls of one step.
+      if (has_action && script.action != Script::Action::tools) continue;
+      const std::size_t sep = arg.find(' ');
+      const std::string_view tool = arg.substr(0, sep);
+      const std::string_view json_text = sep == std::string_view::npos ? std::string_view("{}") : trim(arg.substr(sep));
+      json::error_code ec;
+      const json::value parsed = json::parse(json_text, ec);
+      if (tool.empty() || ec || !parsed.is_object()) return invalid("@tool expects NAME and a JSON object");
+      has_action = true;
+      script.action = Script::Action::tools;
+      script.tool_calls.push_back(Script::ToolCall{std::string(tool), std::string(json_text)});
       continue;
     }
     if (has_action) continue;  // the first action directive wins
@@ -132,6 +147,26 @@ const ChatMessage* last_with_role(const std::vector<ChatMessage>& messages, Chat
   return nullptr;
 }
 
+/// "NAME said: TEXT" for each tool result at the end of the conversation,
+/// in call order, joined by newlines.
+std::string tool_report(const std::vector<ChatMessage>& messages) {
+  std::size_t first = messages.size();
+  while (first > 0 && messages[first - 1].role == ChatMessage::Role::tool) --first;
+  const ChatMessage* asked = first > 0 ? &messages[first - 1] : nullptr;
+  std::string report;
+  for (std::size_t i = first; i < messages.size(); ++i) {
+    std::string name = "tool";
+    if (asked != nullptr) {
+      for (const ToolCall& call : asked->tool_calls) {
+        if (call.id == messages[i].tool_call_id) name = call.name;
+      }
+    }
+    if (!report.empty()) report += '\n';
+    report += name + " said: " + messages[i].text;
+  }
+  return report;
+}
+
 // Chunks reach the sink as named locals, moved: GCC 12 rule 4 (README).
 asio::awaitable<ModelResult> stream_text(std::string_view text, std::int64_t delay_ms,
                                          ChunkSink& sink, CancelScope& cancel,
@@ -157,10 +192,10 @@ asio::awaitable<ModelResult> stream_text(std::string_view text, std::int64_t del
 asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& request, ChunkSink& sink,
                                                       CancelScope& cancel) {
   const auto& messages = *request.messages;
-  // After the subagent tool ran, the model's next step reports its answer.
+  // After tools ran, the model's next step reports what each call said.
   if (!messages.empty() && messages.back().role == ChatMessage::Role::tool) {
     {
-      const std::string answer = "subagent said: " + messages.back().text;
+      const std::string answer = tool_report(messages);
       ModelResult result = co_await stream_text(answer, 0, sink, cancel, protocol::ChunkFinish::stop);
       co_return result;
     }
@@ -202,6 +237,24 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
       co_await sink.on_chunk(std::move(call));
       protocol::Chunk end = protocol::BlockEnd{0};
       co_await sink.on_chunk(std::move(end));
+      protocol::Chunk finish = protocol::FinishChunk{protocol::ChunkFinish::tool_calls};
+      co_await sink.on_chunk(std::move(finish));
+      co_return ModelResult{FinishReason::tool_calls};
+    }
+    case Script::Action::tools: {
+      if (const bool waited = co_await cancellable_delay(script.delay_ms, cancel, sink); !waited) {
+        co_return ModelResult{FinishReason::cancelled};
+      }
+      for (std::size_t i = 0; i < script.tool_calls.size(); ++i) {
+        const int index = static_cast<int>(i);
+        protocol::Chunk start = protocol::BlockStart{index, protocol::BlockType::tool_call};
+        co_await sink.on_chunk(std::move(start));
+        protocol::Chunk call = protocol::ToolCallDelta{index, "call_" + std::to_string(i), script.tool_calls[i].name,
+                                                       script.tool_calls[i].arguments};
+        co_await sink.on_chunk(std::move(call));
+        protocol::Chunk end = protocol::BlockEnd{index};
+        co_await sink.on_chunk(std::move(end));
+      }
       protocol::Chunk finish = protocol::FinishChunk{protocol::ChunkFinish::tool_calls};
       co_await sink.on_chunk(std::move(finish));
       co_return ModelResult{FinishReason::tool_calls};

@@ -8,13 +8,20 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace harnessd::llm {
 
 /// What a user message asks the scripted model to do.
 struct Script {
-  enum class Action { echo, reply, chunks, subagent, error, max_tokens, invalid };
+  enum class Action { echo, reply, chunks, subagent, tools, error, max_tokens, invalid };
   Action action = Action::echo;
+  /// @tool NAME JSON lines, in order: one step's tool calls.
+  struct ToolCall {
+    std::string name;
+    std::string arguments;  ///< a JSON object, as written
+  };
+  std::vector<ToolCall> tool_calls;
   std::string text;               ///< echo/reply text, subagent prompt, error message
   std::int64_t chunk_count = 1;
   std::size_t chunk_bytes = 0;

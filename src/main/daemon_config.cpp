@@ -87,6 +87,21 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
   app.add_option("--max-queued-turns", config.harness.max_queued_turns,
                  "Prompts waiting for a running slot; beyond it a prompt is refused with -32005 "
                  "\"server overloaded\" and data.retryAfterMs");
+  app.add_option("--workspace-root", config.server.workspace_root,
+                 "Network clients' workspaces: initialize.cwd is taken relative to it and must stay inside; "
+                 "without a cwd each session gets ROOT/SESSION_ID (with --auth-file: ROOT/PRINCIPAL/...). "
+                 "Empty: \"workspaces\" beside the session root");
+  app.add_flag("--allow-full-access", config.server.allow_full_access,
+               "Let network clients ask for sandbox \"danger-full-access\" (tools unconfined; stdio clients "
+               "may always)");
+  app.add_option_function<std::string>(
+         "--sandbox-network", [&config](const std::string& v) { config.harness.sandbox.network = v == "on"; },
+         "Whether bash in the workspace-write and read-only sandboxes may use the network")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("off");
+  app.add_option("--tool-threads", config.harness.tool_threads,
+                 "Threads for tools' blocking work (file reads, tree walks), apart from the I/O threads")
+      ->check(CLI::Range(1u, 64u));
   app.add_flag("--max-tokens-as-success", config.harness.max_tokens_as_success,
                "Report turns that stop at the token limit as status ok instead of error");
   app.add_option("--max-turn-bytes", config.harness.max_turn_bytes,

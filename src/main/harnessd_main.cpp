@@ -13,6 +13,7 @@
 #include "store/jsonl_store.hpp"
 #include "store/memory_store.hpp"
 #include "store/postgres_store.hpp"
+#include "tools/registry.hpp"
 #include "util/listen_url.hpp"
 #include "util/systemd.hpp"
 #include "util/version.hpp"
@@ -210,6 +211,11 @@ int run(DaemonConfig config) {
   harness_options.max_running_turns =
       config.max_running_turns > 0 ? config.max_running_turns : std::clamp<std::size_t>(fd_limit / 8, 1, 256);
   harness::SessionRegistry sessions(io.get_executor(), *store, harness_options);
+  tools::add_builtin_tools(sessions.tools(), harness_options.sandbox);
+  if (config.server.workspace_root.empty()) {
+    config.server.workspace_root =
+        (std::filesystem::absolute(session_root).lexically_normal().parent_path() / "workspaces").string();
+  }
   if (postgres != nullptr) {
     // session/cancel sent to another node for a turn running here.
     postgres->on_forwarded_cancel([&sessions](const std::string& id) {

@@ -56,6 +56,10 @@ void tag_invoke(json::value_from_tag, json::value& out, const ToolResult& event)
   data["callId"] = event.call_id;
   data["content"] = json::array{json::object{{"type", "text"}, {"text", event.text}}};
   data["isError"] = event.is_error;
+  if (event.is_error && event.error_code) {
+    data["error"] = json::object{{"code", *event.error_code}, {"message", event.text}};
+  }
+  if (!event.meta.empty()) data["meta"] = event.meta;
   out = std::move(data);
 }
 

@@ -75,6 +75,11 @@ InitializeParams tag_invoke(json::value_to_tag<InitializeParams>, const json::va
   if (out.max_tokens && *out.max_tokens <= 0) bad("params.maxTokens must be a positive integer");
   out.protocol_version = optional_int(obj, "protocolVersion");
   out.auth_token = optional_string(obj, "authToken");
+  out.sandbox = optional_string(obj, "sandbox");
+  if (out.sandbox && *out.sandbox != "read-only" && *out.sandbox != "workspace-write" &&
+      *out.sandbox != "danger-full-access") {
+    bad(R"(params.sandbox must be "read-only", "workspace-write" or "danger-full-access")");
+  }
   if (const std::optional<std::string> mode = optional_string(obj, "onDisconnect")) {
     if (*mode == "continue") {
       out.on_disconnect = OnDisconnect::continue_running;
@@ -115,6 +120,23 @@ PromptParams tag_invoke(json::value_to_tag<PromptParams>, const json::value& par
 
 CancelParams tag_invoke(json::value_to_tag<CancelParams>, const json::value& params) {
   return CancelParams{session_id(params_object(params))};
+}
+
+ToolsListParams tag_invoke(json::value_to_tag<ToolsListParams>, const json::value& params) {
+  (void)params_object(params);
+  return {};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const ToolsListResult& result) {
+  json::array tools;
+  for (const ToolInfo& tool : result.tools) {
+    tools.push_back(json::object{{"name", tool.name},
+                                 {"description", tool.description},
+                                 {"inputSchema", tool.input_schema},
+                                 {"readOnly", tool.read_only},
+                                 {"source", tool.source}});
+  }
+  out = json::object{{"tools", std::move(tools)}};
 }
 
 ShutdownParams tag_invoke(json::value_to_tag<ShutdownParams>, const json::value&) {

@@ -49,7 +49,11 @@ struct ClientState final : harness::TurnOwner {
   llm::Provider* provider = nullptr;
   std::string model;
   std::optional<std::int64_t> max_tokens;
-  std::optional<std::string> cwd;
+  std::optional<std::string> cwd;  ///< the workspace of sessions this client creates; unset: one per session
+  /// A network client (not stdio): its workspaces are confined to the
+  /// workspace root.
+  bool network = false;
+  tools::SandboxMode sandbox = tools::SandboxMode::workspace_write;
   protocol::OnDisconnect on_disconnect = protocol::OnDisconnect::cancel;
   /// Sessions with a prompt of this client in flight, and how many.
   std::map<std::shared_ptr<harness::Session>, int> prompting;

@@ -48,6 +48,7 @@ Connection::Connection(Strand strand, std::unique_ptr<transport::FrameTransport>
       peer_(transport_->peer()),
       client_(context, outbox_),
       slot_(std::move(slot)) {
+  client_.network = transport_->kind() != transport::TransportKind::stdio;
   // Without credentials every client is the anonymous administrator.
   client_.principal = principal != nullptr || context.config.credentials.required()
                           ? principal

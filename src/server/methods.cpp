@@ -2,6 +2,8 @@
 #include "server/methods.hpp"
 
 #include "harness/session_registry.hpp"
+#include "store/jsonl_store.hpp"
+#include "tools/workspace.hpp"
 #include "harnessd/protocol/turn_end.hpp"
 #include "llm/provider.hpp"
 #include "harnessd/protocol/messages.hpp"
@@ -40,6 +42,52 @@ std::string shown_id(const ServerContext& context, std::string_view store_id) {
   return std::string(context.config.credentials.namespaced() ? auth::owner_view(store_id) : store_id);
 }
 
+/// The root of this network client's workspaces: --workspace-root, or
+/// ROOT/PRINCIPAL for a principal that is not an administrator.
+std::filesystem::path workspace_root_of(const ClientState& client) {
+  std::filesystem::path root = client.context.config.workspace_root;
+  if (!client.principal->admin) root /= client.principal->name;
+  return root;
+}
+
+/// A network client's initialize.cwd, taken relative to its workspace root
+/// and refused unless it resolves (symlinks included) inside it; nullopt
+/// without one (each session then gets ROOT/SESSION_ID).
+std::optional<std::string> network_workspace(const ClientState& client, const std::optional<std::string>& cwd) {
+  if (!cwd) return std::nullopt;
+  std::error_code ec;
+  const std::filesystem::path root_path = workspace_root_of(client);
+  std::filesystem::create_directories(root_path, ec);
+  const std::filesystem::path root = std::filesystem::canonical(root_path, ec);
+  if (ec) throw RpcError(ErrorCode::internal_error, "the workspace root is unavailable: " + ec.message());
+  const std::filesystem::path requested = std::filesystem::path(*cwd).relative_path();
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(root / requested, ec);
+  auto r = root.begin();
+  auto c = resolved.begin();
+  for (; !ec && r != root.end(); ++r, ++c) {
+    if (c == resolved.end() || *c != *r) break;
+  }
+  if (ec || r != root.end()) {
+    throw RpcError(ErrorCode::invalid_params,
+                   "params.cwd must be a directory inside the workspace root (taken relative to it)",
+                   json::object{{"cwd", *cwd}});
+  }
+  std::filesystem::create_directories(resolved, ec);
+  if (ec || !std::filesystem::is_directory(resolved, ec)) {
+    throw RpcError(ErrorCode::invalid_params, "params.cwd is not a directory", json::object{{"cwd", *cwd}});
+  }
+  return resolved.string();
+}
+
+/// Where a new session of this client works: the client's cwd, else (a
+/// network client without one) a directory of its own under the root.
+std::optional<std::string> session_workspace(const ClientState& client, std::string_view wire_id) {
+  if (client.cwd || !client.network) return client.cwd;
+  std::string name = store::session_file_name(wire_id);
+  name.resize(name.size() - std::string_view(".jsonl").size());
+  return (workspace_root_of(client) / name).string();
+}
+
 protocol::InitializeResult initialize(ClientState& client, protocol::InitializeParams p) {
   if (client.initialized) throw RpcError(ErrorCode::invalid_request, "already initialized");
   ServerContext& context = client.context;
@@ -50,7 +98,17 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
     if (provider_name == "deepseek") message += " (start harnessd with DEEPSEEK_API_KEY set)";
     throw RpcError(ErrorCode::invalid_params, message);
   }
-  if (p.cwd) {
+  const std::optional<tools::SandboxMode> sandbox =
+      tools::parse_sandbox_mode(p.sandbox.value_or("workspace-write"));
+  if (*sandbox == tools::SandboxMode::danger_full_access && client.network && !context.config.allow_full_access) {
+    throw RpcError(ErrorCode::invalid_params,
+                   "params.sandbox \"danger-full-access\" is refused on a network listener (start harnessd with "
+                   "--allow-full-access)",
+                   json::object{{"sandbox", "danger-full-access"}});
+  }
+  if (client.network) {
+    client.cwd = network_workspace(client, p.cwd);
+  } else if (p.cwd) {
     std::error_code ec;
     auto absolute = std::filesystem::absolute(*p.cwd, ec);
     if (ec) throw RpcError(ErrorCode::invalid_params, "params.cwd: " + ec.message());
@@ -58,6 +116,7 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
   } else {
     client.cwd = context.config.default_cwd;
   }
+  client.sandbox = *sandbox;
   client.provider = provider;
   client.model = p.model.value_or(provider->default_model());
   client.max_tokens = p.max_tokens;
@@ -93,7 +152,8 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   input.provider = client.provider;
   input.model = client.model;
   input.max_tokens = client.max_tokens;
-  input.cwd = client.cwd;
+  input.cwd = session_workspace(client, p.session_id);
+  input.sandbox = client.sandbox;
   input.owner = &client;
   input.admit = true;
   input.run_detached = client.on_disconnect == protocol::OnDisconnect::continue_running;
@@ -332,6 +392,22 @@ asio::awaitable<protocol::UnsubscribeResult> unsubscribe(ClientState& client, pr
   co_return protocol::UnsubscribeResult{.unsubscribed = true};
 }
 
+protocol::ToolsListResult tools_list(ClientState& client, protocol::ToolsListParams) {
+  protocol::ToolsListResult result;
+  // A client's sessions are top-level: subagent is on offer unless
+  // delegation is off altogether.
+  const bool may_delegate = client.context.sessions.options().max_delegation_depth > 0;
+  for (const tools::Tool* tool : client.context.sessions.tools().all()) {
+    if (tool->delegates() && !may_delegate) continue;
+    result.tools.push_back(protocol::ToolInfo{.name = std::string(tool->name()),
+                                              .description = std::string(tool->description()),
+                                              .input_schema = tool->input_schema(),
+                                              .read_only = tool->read_only(),
+                                              .source = std::string(tool->source())});
+  }
+  return result;
+}
+
 template <class T>
 struct is_awaitable : std::false_type {};
 template <class T>
@@ -387,6 +463,9 @@ constexpr MethodSpec table[] = {
     {.method = Method::session_unsubscribe,
      .requires_initialize = true,
      .invoke = &invoke<protocol::UnsubscribeParams, &unsubscribe>},
+    {.method = Method::tools_list,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::ToolsListParams, &tools_list>},
 };
 
 constexpr bool table_in_method_order() {

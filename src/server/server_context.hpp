@@ -49,6 +49,11 @@ struct ServerConfig {
   std::chrono::milliseconds idle_timeout{0};
   std::string default_provider = "scripted";
   std::optional<std::string> default_cwd;  ///< DSH_CWD, for sessions of clients that send none
+  /// Network clients' workspaces live under it (with principals, under
+  /// ROOT/PRINCIPAL); their initialize.cwd must resolve inside it.
+  std::string workspace_root;
+  /// Network clients may ask for sandbox "danger-full-access".
+  bool allow_full_access = false;
   /// Who network clients may be; none configured: anyone, as the anonymous
   /// administrator.
   auth::Credentials credentials;

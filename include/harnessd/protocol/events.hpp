@@ -78,6 +78,10 @@ struct ToolResult {
   std::string call_id;
   std::string text;
   bool is_error = false;
+  /// With is_error: what kind of failure (PATH_OUTSIDE_WORKSPACE, ...).
+  std::optional<std::string> error_code;
+  /// Structured extras for clients (meta.diff, meta.exitCode, ...).
+  boost::json::object meta;
 };
 
 struct TurnEnd {

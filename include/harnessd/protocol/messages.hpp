@@ -9,6 +9,7 @@
 #include "harnessd/protocol/turn_end.hpp"
 
 #include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <boost/json/value_from.hpp>
 #include <boost/json/value_to.hpp>
@@ -31,6 +32,9 @@ struct InitializeParams {
   std::optional<std::int64_t> protocol_version;
   std::optional<std::string> auth_token;
   OnDisconnect on_disconnect = OnDisconnect::cancel;
+  /// "read-only", "workspace-write" or "danger-full-access" (checked by the
+  /// daemon, which knows which modes this listener allows).
+  std::optional<std::string> sandbox;
 };
 
 struct InitializeResult {
@@ -120,6 +124,21 @@ struct UnsubscribeResult {
   bool unsubscribed = false;
 };
 
+struct ToolsListParams {};
+
+/// One tool the model of this connection's sessions is offered.
+struct ToolInfo {
+  std::string name;
+  std::string description;
+  boost::json::object input_schema;
+  bool read_only = false;
+  std::string source;  ///< "builtin" or "mcp:SERVER"
+};
+
+struct ToolsListResult {
+  std::vector<ToolInfo> tools;
+};
+
 InitializeParams tag_invoke(boost::json::value_to_tag<InitializeParams>, const boost::json::value& params);
 PromptParams tag_invoke(boost::json::value_to_tag<PromptParams>, const boost::json::value& params);
 CancelParams tag_invoke(boost::json::value_to_tag<CancelParams>, const boost::json::value& params);
@@ -128,11 +147,13 @@ ListParams tag_invoke(boost::json::value_to_tag<ListParams>, const boost::json::
 EventsParams tag_invoke(boost::json::value_to_tag<EventsParams>, const boost::json::value& params);
 SubscribeParams tag_invoke(boost::json::value_to_tag<SubscribeParams>, const boost::json::value& params);
 UnsubscribeParams tag_invoke(boost::json::value_to_tag<UnsubscribeParams>, const boost::json::value& params);
+ToolsListParams tag_invoke(boost::json::value_to_tag<ToolsListParams>, const boost::json::value& params);
 
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const InitializeResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const PromptResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const CancelResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ShutdownResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolsListResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ListResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const SubscribeResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const UnsubscribeResult& result);

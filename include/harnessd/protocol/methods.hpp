@@ -18,11 +18,12 @@ enum class Method : std::size_t {
   session_events,
   session_subscribe,
   session_unsubscribe,
+  tools_list,
 };
 
-inline constexpr std::array<std::string_view, 8> method_names = {
-    "initialize",   "session/prompt", "session/cancel",    "shutdown",
-    "session/list", "session/events", "session/subscribe", "session/unsubscribe"};
+inline constexpr std::array<std::string_view, 9> method_names = {
+    "initialize",   "session/prompt", "session/cancel",    "shutdown",  "session/list",
+    "session/events", "session/subscribe", "session/unsubscribe", "tools/list"};
 
 constexpr std::string_view name_of(Method method) { return method_names[static_cast<std::size_t>(method)]; }
 

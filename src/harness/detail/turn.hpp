@@ -3,6 +3,8 @@
 #pragma once
 
 #include "harness/session.hpp"
+#include "tools/registry.hpp"
+#include "tools/tool.hpp"
 
 namespace harnessd::harness::detail {
 
@@ -11,17 +13,14 @@ namespace harnessd::harness::detail {
 boost::asio::awaitable<PromptOutcome> run_turn(Session& session, PromptInput& input,
                                                EventSink& sink, llm::CancelScope& cancel);
 
-struct ToolOutcome {
-  std::string text;
-  bool is_error = false;
-};
+/// The `subagent` tool's work (protocol §8): runs `prompt` as a child
+/// session's turn.
+boost::asio::awaitable<tools::ToolResult> run_subagent(Session& parent, std::string prompt,
+                                                       const PromptInput& parent_input, EventSink& sink,
+                                                       llm::CancelScope& cancel);
 
-/// The `subagent` tool (protocol §8): runs `call` as a child session's turn.
-boost::asio::awaitable<ToolOutcome> run_subagent(Session& parent, const llm::ToolCall& call,
-                                                 const PromptInput& parent_input, EventSink& sink,
-                                                 llm::CancelScope& cancel);
-
-/// The tool definitions offered to the model in a session at `depth`.
-std::vector<llm::ToolSpec> tools_for_depth(int depth, int max_depth);
+/// What the model is offered: every tool of `registry`, those that start
+/// child sessions only when `may_delegate`.
+std::vector<llm::ToolSpec> tool_specs(const tools::ToolRegistry& registry, bool may_delegate);
 
 }  // namespace harnessd::harness::detail

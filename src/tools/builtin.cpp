@@ -1,0 +1,21 @@
+#include "tools/builtin.hpp"
+#include "tools/registry.hpp"
+
+namespace harnessd::tools {
+
+void add_builtin_tools(ToolRegistry& registry, const SandboxOptions& options) {
+  (void)options;
+  registry.add(make_todo_write_tool());
+  registry.add(make_ask_user_question_tool());
+  registry.add(make_bash_tool());
+  registry.add(make_task_output_tool());
+  registry.add(make_task_list_tool());
+  registry.add(make_task_kill_tool());
+  registry.add(make_read_tool());
+  registry.add(make_write_tool());
+  registry.add(make_edit_tool());
+  registry.add(make_glob_tool());
+  registry.add(make_grep_tool());
+}
+
+}  // namespace harnessd::tools

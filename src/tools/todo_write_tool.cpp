@@ -1,0 +1,80 @@
+// `todo_write`: the model keeps its plan as a checklist. The whole list is
+// replaced on each call and logged as a `todo/write` event, so clients show
+// it and a reloaded session still has it.
+#include "tools/builtin.hpp"
+
+#include <boost/json/array.hpp>
+
+namespace harnessd::tools {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+class TodoWriteTool final : public Tool {
+ public:
+  std::string_view name() const override { return "todo_write"; }
+  std::string_view description() const override {
+    return "Replace your task list for this session with `todos` (each: content, status pending | "
+           "in_progress | completed). Use it for work of three or more steps: write the plan first, keep "
+           "exactly one item in_progress, mark items completed as soon as they are done, and send the "
+           "whole list every time. The user sees it as a checklist.";
+  }
+  const json::object& input_schema() const override {
+    static const json::object schema{
+        {"type", "object"},
+        {"properties",
+         json::object{
+             {"todos",
+              json::object{
+                  {"type", "array"},
+                  {"items",
+                   json::object{{"type", "object"},
+                                {"properties",
+                                 json::object{{"content", json::object{{"type", "string"}}},
+                                              {"status", json::object{{"type", "string"},
+                                                                      {"enum", json::array{"pending", "in_progress",
+                                                                                           "completed"}}}}}},
+                                {"required", json::array{"content", "status"}}}}}}}},
+        {"required", json::array{"todos"}}};
+    return schema;
+  }
+  bool read_only() const override { return false; }
+
+  asio::awaitable<ToolResult> run(const json::object& args, ToolContext& context) override {
+    const json::value& todos = args.at("todos");
+    if (!todos.is_array()) co_return ToolResult::failure("INVALID_ARGUMENTS", "todo_write: \"todos\" must be an array");
+    json::array clean;
+    std::size_t done = 0;
+    std::size_t index = 0;
+    for (const json::value& item : todos.get_array()) {
+      const std::string where = "todo_write: todos[" + std::to_string(index++) + "]";
+      const json::object* todo = item.if_object();
+      const json::value* content = todo != nullptr ? todo->if_contains("content") : nullptr;
+      const json::value* status = todo != nullptr ? todo->if_contains("status") : nullptr;
+      if (content == nullptr || !content->is_string() || content->get_string().empty()) {
+        co_return ToolResult::failure("INVALID_ARGUMENTS", where + ".content must be a non-empty string");
+      }
+      if (status == nullptr || !status->is_string() ||
+          (status->get_string() != "pending" && status->get_string() != "in_progress" &&
+           status->get_string() != "completed")) {
+        co_return ToolResult::failure("INVALID_ARGUMENTS",
+                                      where + ".status must be \"pending\", \"in_progress\" or \"completed\"");
+      }
+      if (status->get_string() == "completed") ++done;
+      clean.push_back(json::object{{"content", content->get_string()}, {"status", status->get_string()}});
+    }
+    const std::size_t total = clean.size();
+    context.emit("todo/write", json::object{{"todos", clean}});
+    ToolResult result;
+    result.text = "todo list updated: " + std::to_string(done) + " of " + std::to_string(total) + " completed";
+    result.meta = json::object{{"todos", std::move(clean)}};
+    co_return result;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> make_todo_write_tool() { return std::make_unique<TodoWriteTool>(); }
+
+}  // namespace harnessd::tools
