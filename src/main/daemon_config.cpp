@@ -91,6 +91,9 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
                  "Network clients' workspaces: initialize.cwd is taken relative to it and must stay inside; "
                  "without a cwd each session gets ROOT/SESSION_ID (with --auth-file: ROOT/PRINCIPAL/...). "
                  "Empty: \"workspaces\" beside the session root");
+  app.add_flag("--check-sandbox", config.check_sandbox,
+               "Print what confines the bash tool on this host (bubblewrap, namespaces, network isolation, "
+               "limits) and exit: 0 when bash can run confined, 1 when it fails closed (SANDBOX_UNAVAILABLE)");
   app.add_flag("--allow-full-access", config.server.allow_full_access,
                "Let network clients ask for sandbox \"danger-full-access\" (tools unconfined; stdio clients "
                "may always)");

@@ -37,6 +37,8 @@ struct DaemonConfig {
   std::string auth_file;  ///< principals and their token hashes (TOML)
   /// Serve non-loopback listeners without authentication.
   bool insecure_no_auth = false;
+  /// Print what the bash sandbox can do on this host, then exit.
+  bool check_sandbox = false;
   std::string tls_cert;  ///< PEM chain of wss:// and tls:// listeners
   std::string tls_key;
   /// 0: derived from the descriptor limit at start (see add_flags).

@@ -14,6 +14,7 @@
 #include "store/memory_store.hpp"
 #include "store/postgres_store.hpp"
 #include "tools/registry.hpp"
+#include "tools/sandbox.hpp"
 #include "util/listen_url.hpp"
 #include "util/systemd.hpp"
 #include "util/version.hpp"
@@ -210,12 +211,16 @@ int run(DaemonConfig config) {
   // descriptors, fewer turns run at once and the rest wait in line.
   harness_options.max_running_turns =
       config.max_running_turns > 0 ? config.max_running_turns : std::clamp<std::size_t>(fd_limit / 8, 1, 256);
-  harness::SessionRegistry sessions(io.get_executor(), *store, harness_options);
-  tools::add_builtin_tools(sessions.tools(), harness_options.sandbox);
   if (config.server.workspace_root.empty()) {
     config.server.workspace_root =
         (std::filesystem::absolute(session_root).lexically_normal().parent_path() / "workspaces").string();
   }
+  config.server.workspace_root = std::filesystem::absolute(config.server.workspace_root).lexically_normal().string();
+  // bash never sees the session logs, nor the other sessions' workspaces.
+  harness_options.sandbox.hidden_paths = {std::filesystem::absolute(session_root).lexically_normal().string(),
+                                          config.server.workspace_root};
+  harness::SessionRegistry sessions(io.get_executor(), *store, harness_options);
+  tools::add_builtin_tools(sessions.tools(), harness_options.sandbox);
   if (postgres != nullptr) {
     // session/cancel sent to another node for a turn running here.
     postgres->on_forwarded_cancel([&sessions](const std::string& id) {
@@ -444,6 +449,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (config.check_sandbox) {
+    std::fputs(tools::sandbox_report(config.harness.sandbox).c_str(), stdout);
+    return tools::sandbox_available(config.harness.sandbox, nullptr) ? 0 : 1;
+  }
   try {
     return run(std::move(config));
   } catch (const StartupError& e) {
