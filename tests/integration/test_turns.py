@@ -186,14 +186,25 @@ def test_session_id_file_name_encoding(tcp_daemon):
 
 
 def test_initialize_cwd_recorded_in_header(spawn, tmp_path):
+    """A network client's cwd is taken inside the workspace root (by default
+    `workspaces` beside the session root); stdio's is the client's own path."""
     d = spawn()
     c = d.connect()
-    work = tmp_path / "work dir"
-    work.mkdir()
-    c.initialize(cwd=str(work))
+    c.initialize(cwd="work dir")
     resp, _ = c.run_prompt("cwd", "x")
     assert result_of(resp) == OK
     header, _ = read_log(d.log_path("cwd"))
+    assert header["cwd"] == str((tmp_path / "workspaces" / "work dir").resolve())
+    assert (tmp_path / "workspaces" / "work dir").is_dir()
+
+    work = tmp_path / "work dir"
+    work.mkdir()
+    s = spawn(stdio=True, session_root=tmp_path / "stdio-sessions")
+    sc = s.stdio_conn()
+    sc.initialize(cwd=str(work))
+    resp, _ = sc.run_prompt("cwd", "x")
+    assert result_of(resp) == OK
+    header, _ = read_log(s.log_path("cwd"))
     assert header["cwd"] == str(work)
 
 
