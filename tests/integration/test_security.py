@@ -332,3 +332,24 @@ def test_cli_token_from_file_and_environment(spawn, tmp_path):
                            env={**os.environ, "HARNESSD_TOKEN": "nope"})
     assert wrong.returncode != 0
     assert token not in wrong.stderr
+
+
+# -- internal errors ------------------------------------------------------------------
+
+
+def test_internal_errors_reach_clients_as_an_id_not_their_text(spawn, tmp_path):
+    root = tmp_path / "sessions"
+    root.mkdir()
+    (root / "broken.jsonl").mkdir()  # the log cannot be opened: a handler failure
+    d = spawn(stdio=True, session_root=root)
+    c = d.stdio_conn()
+    c.initialize()
+    err = error_of(c.response(c.prompt("broken", "hi")))
+    assert err["code"] == -32603
+    assert str(tmp_path) not in json.dumps(err), f"a path reached the client: {err}"
+    error_id = err["data"]["errorId"]
+    assert err["message"] == f"internal error (id {error_id})"
+    d.close_stdin()
+    d.wait_exit(10)
+    logged = [line for line in d.stderr().splitlines() if f"error id {error_id}" in line]
+    assert logged and "broken.jsonl" in logged[0], d.stderr()
