@@ -12,6 +12,9 @@
 // here too. Without them it works as a plain client of its own prompts and
 // keeps a short history of them in localStorage.
 
+import { h, blocksText, shortId, statusBadge } from './dom.js';
+import { ToolCard, TodoPanel } from './tools.js';
+
 const CLIENT_INFO = { name: 'harnessd-web', version: '0.2.0' };
 const STORE_SESSIONS = 'harnessd.sessions';
 const STORE_CURRENT = 'harnessd.currentSession';
@@ -36,37 +39,6 @@ const LIST_PAGE = intParam('listPageSize', 50, 1, 1000);
 // ---- small DOM helpers ----------------------------------------------------
 
 const $ = (sel) => document.querySelector(sel);
-
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') el.className = v;
-    else if (k === 'text') el.textContent = v;
-    else if (k.startsWith('data-') || k === 'role' || k === 'title' || k.startsWith('aria-')) el.setAttribute(k, v);
-    else el[k] = v;
-  }
-  for (const c of children) if (c !== null && c !== undefined) el.append(c);
-  return el;
-}
-
-function prettyJson(raw) {
-  if (typeof raw !== 'string') return JSON.stringify(raw, null, 2);
-  try {
-    return JSON.stringify(JSON.parse(raw), null, 2);
-  } catch {
-    return raw;
-  }
-}
-
-function blocksText(blocks) {
-  if (!Array.isArray(blocks)) return typeof blocks === 'string' ? blocks : '';
-  return blocks.map((b) => (typeof b?.text === 'string' ? b.text : b?.type === 'tool-result' ? blocksText(b.content) : '')).join('');
-}
-
-function shortId(id) {
-  return id.length > 24 ? `${id.slice(0, 12)}…${id.slice(-8)}` : id;
-}
 
 function formatDuration(ms) {
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -366,73 +338,6 @@ const autoScroll = {
   },
 };
 
-function statusBadge(status, label = status) {
-  return h('span', { class: `badge badge-${status}`, 'data-status': status, text: label });
-}
-
-class ToolCard {
-  constructor(turn, callId, name) {
-    this.turn = turn;
-    this.callId = callId;
-    this.name = name || 'tool';
-    this.args = '';
-    this.nameEl = h('span', { class: 'tool-name', text: this.name });
-    this.idEl = h('span', { class: 'tool-id', text: callId ? shortId(callId) : '' });
-    this.badge = statusBadge('running', 'preparing');
-    this.argsEl = h('pre', { class: 'code tool-args' });
-    this.resultEl = h('div', { class: 'tool-result', hidden: true });
-    this.childrenEl = h('div', { class: 'subagents' });
-    this.el = h('details', { class: 'tool-card', open: true, 'data-testid': 'tool-call' },
-      h('summary', {}, h('span', { class: 'tool-icon', 'aria-hidden': 'true', text: '⚙' }), this.nameEl, this.idEl, this.badge),
-      h('div', { class: 'tool-body' },
-        h('div', { class: 'field-label', text: 'arguments' }), this.argsEl,
-        this.childrenEl, this.resultEl));
-    if (callId) turn.toolCards.set(callId, this);
-  }
-
-  setId(callId) {
-    if (!callId || this.callId === callId) return;
-    this.callId = callId;
-    this.idEl.textContent = shortId(callId);
-    this.turn.toolCards.set(callId, this);
-  }
-
-  setName(name) {
-    if (!name) return;
-    this.name = name;
-    this.nameEl.textContent = name;
-  }
-
-  appendArgs(delta) {
-    this.args += delta;
-    this.argsEl.textContent = this.args;
-  }
-
-  called({ callId, name, arguments: args }) {
-    this.setId(callId);
-    this.setName(name);
-    if (typeof args === 'string') this.args = args;
-    this.argsEl.textContent = prettyJson(this.args);
-    this.setBadge('running', 'running');
-    this.el.dataset.name = this.name;
-  }
-
-  result({ content, isError }) {
-    this.resultEl.hidden = false;
-    this.resultEl.replaceChildren(
-      h('div', { class: 'field-label', text: isError ? 'error' : 'result' }),
-      h('pre', { class: `code${isError ? ' is-error' : ''}`, text: blocksText(content) }));
-    this.setBadge(isError ? 'error' : 'ok', isError ? 'error' : 'done');
-    if (this.name !== 'subagent') this.el.open = false;
-  }
-
-  setBadge(status, label) {
-    const b = statusBadge(status, label);
-    this.badge.replaceWith(b);
-    this.badge = b;
-  }
-}
-
 class StepView {
   /** @param partial  the step's first events were not seen (an older page not loaded) */
   constructor(turn, step, partial) {
@@ -622,8 +527,14 @@ class TurnView {
         break;
       case 'tool/result': {
         const card = this.toolCards.get(d.callId);
-        if (card) card.result(d);
-        else this.stepView(d.step).el.append(h('pre', { class: 'code', text: blocksText(d.content) }));
+        if (card) {
+          card.result(d);
+        } else {
+          // Its call is on an earlier page: a card of the result alone.
+          const orphan = new ToolCard(this, d.callId, null);
+          this.stepView(d.step).el.append(orphan.el);
+          orphan.result(d);
+        }
         break;
       }
       case 'step/end':
@@ -806,8 +717,18 @@ class Transcript {
     return true;
   }
 
+  /** The session's todo list: its newest todo/write (older pages loaded later do not override it). */
+  setTodos(ev) {
+    const seq = Number.isInteger(ev.seq) ? ev.seq : Infinity;
+    if (this.todoSeq !== undefined && seq < this.todoSeq) return;
+    this.todoSeq = seq;
+    this.todos = Array.isArray(ev.data?.todos) ? ev.data.todos : [];
+    if (state.current === this.id) todoPanel.show(this.todos);
+  }
+
   /** Feeds one event into `groups` (whose elements live in `container`). */
   apply(ev, groups, container, live) {
+    if (ev.type === 'todo/write') this.setTodos(ev);
     let g = groups.at(-1);
     if (ev.type === 'turn/start' || !g || g.ended) {
       if (g && !g.ended) {
@@ -1040,6 +961,7 @@ const serverInfoEl = $('#server-info');
 const sessionListEl = $('#session-list');
 const moreSessionsBtn = $('#more-sessions');
 const sidebarNoteEl = $('#sidebar-note');
+const todoPanel = new TodoPanel($('#todo-panel'));
 
 const state = {
   current: null,
@@ -1436,6 +1358,7 @@ function switchSession(id) {
   const t = transcript(id);
   if (rpc.ready && !rpc.has('session/events')) t.showLocalHistory();
   transcriptEl.replaceChildren(t.el);
+  todoPanel.show(t.todos);
   autoScroll.stick = true;
   autoScroll.request();
   if (state.sub && state.sub.id !== id) unsubscribe();

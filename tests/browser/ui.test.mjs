@@ -35,7 +35,10 @@ const useNodePeer = process.env.BROWSER_TEST_PEER === 'node';
 const harnessdBin = process.env.HARNESSD_BIN;
 const storeKind = process.env.BROWSER_TEST_STORE || 'jsonl';
 const webMode = process.env.BROWSER_TEST_WEB || 'auto';
-const WEB_FILES = { '/': 'index.html', '/index.html': 'index.html', '/app.js': 'app.js', '/style.css': 'style.css' };
+const WEB_FILES = {
+  '/': 'index.html', '/index.html': 'index.html', '/app.js': 'app.js', '/dom.js': 'dom.js', '/tools.js': 'tools.js',
+  '/style.css': 'style.css',
+};
 const CONTENT_TYPES = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
 
 const skipReason = !useNodePeer && !harnessdBin
@@ -60,6 +63,7 @@ function chunksText(n, bytes) {
 // ---- server under test ------------------------------------------------------
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'harnessd-browser-'));
+const workspaceRoot = path.join(tmp, 'workspaces');
 let server = null;
 let serverLog = '';
 let wsPort = null;
@@ -80,6 +84,8 @@ async function startServer(port = 0) {
     cmd = path.resolve(harnessdBin);
     args = ['--listen', `ws://127.0.0.1:${port}`, '--ready-file', ready, '--store', storeKind];
     if (storeKind === 'jsonl') args.push('--session-root', path.join(tmp, 'sessions'));
+    // Each session's tools work in WORKSPACE_ROOT/SESSION_ID.
+    args.push('--workspace-root', workspaceRoot);
     if (process.env.HARNESSD_ARGS) args.push(...process.env.HARNESSD_ARGS.split(/\s+/).filter(Boolean));
   }
   const proc = spawn(cmd, args, { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -909,6 +915,131 @@ test('a page of another origin that posts to the TCP port creates no session', {
     evil.close();
     daemon.kill('SIGTERM');
   }
+});
+
+// ---- tool calls (the scripted provider's @tool lines run real tools) ----------
+
+/** The cards of the newest top-level turn, by tool name. */
+const lastTurnCards = (page, name) => page.$$(`[data-testid="turn"]:last-child [data-testid="tool-call"][data-name="${name}"]`);
+
+test('tool calls show as cards: arguments, diffs, bash output, errors, folding and the todo checklist', {
+  skip: useNodePeer ? 'harnessd only (@tool needs its tools)' : skipReason, timeout: 90000,
+}, async (t) => {
+  const page = await openPage();
+  if (!serverMethods.length) serverMethods = await methodsOf(page);  // run alone (--test-name-pattern)
+  await page.setViewportSize({ width: 1280, height: 1500 });
+  const id = await newSession(page);
+
+  // write: a fresh file needs no read; the card shows the file and a diff of added lines.
+  await sendPrompt(page, '@tool write {"file_path":"notes/a.txt","content":"one\\ntwo\\nthree\\n"}');
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const [write] = await lastTurnCards(page, 'write');
+  assert.ok(write, 'a write card');
+  assert.equal(await write.getAttribute('data-state'), 'ok');
+  assert.match(await write.$eval('summary', (el) => el.textContent), /write\s*notes\/a\.txt/);
+  assert.match(await write.$eval('.tool-args', (el) => el.textContent), /"file_path": "notes\/a\.txt"/);
+  const added = await write.$$eval('[data-testid="diff"] .diff-add', (els) => els.map((e) => e.textContent));
+  assert.deepEqual(added, ['+one', '+two', '+three']);
+  assert.match(await lastTurnText(page), /^write said: /);
+  assert.equal(fs.readFileSync(path.join(workspaceRoot, id, 'notes', 'a.txt'), 'utf8'), 'one\ntwo\nthree\n');
+
+  // read, then edit in the same step: the diff removes one line and adds one.
+  await sendPrompt(page, '@tool read {"file_path":"notes/a.txt"}\n'
+    + '@tool edit {"file_path":"notes/a.txt","old_string":"two","new_string":"TWO"}');
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const [read] = await lastTurnCards(page, 'read');
+  assert.equal(await read.getAttribute('data-state'), 'ok');
+  assert.equal(await read.evaluate((el) => el.open), false, 'a read card closes once it has its result');
+  const [edit] = await lastTurnCards(page, 'edit');
+  assert.equal(await edit.getAttribute('data-state'), 'ok');
+  const kinds = await edit.$$eval('[data-testid="diff"] .diff-line', (els) => els.map((e) => [e.dataset.kind, e.textContent]));
+  assert.deepEqual(kinds.filter(([k]) => k === 'del' || k === 'add'), [['del', '-two'], ['add', '+TWO']]);
+  assert.ok(kinds.some(([k]) => k === 'hunk'), 'a hunk header');
+  assert.deepEqual(await edit.$$eval('.tool-stats span', (els) => els.map((e) => e.textContent)), ['+1', '−1']);
+  // Diff lines are coloured by class, not by markup from the daemon.
+  const [addBg, ctxBg] = await edit.$$eval('.diff-add, .diff-ctx', (els) => els.slice(0, 2).map((e) => getComputedStyle(e).backgroundColor));
+  assert.notEqual(addBg, ctxBg);
+
+  // A long write folds its diff (closed details) until opened.
+  const long = Array.from({ length: 30 }, (_, i) => `line ${i + 1}`).join('\\n');
+  await sendPrompt(page, `@tool write {"file_path":"notes/long.txt","content":"${long}\\n"}`);
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const [longWrite] = await lastTurnCards(page, 'write');
+  const fold = await longWrite.$('[data-testid="fold"]');
+  assert.ok(fold, 'a 30-line diff is folded');
+  assert.equal(await fold.evaluate((el) => el.open), false);
+  assert.match(await fold.$eval('summary', (el) => el.textContent), /\d+ lines$/);
+  assert.equal(await longWrite.$eval('.diff-add', (el) => el.checkVisibility()), false);
+  await fold.$eval('summary', (el) => el.click());
+  assert.equal(await longWrite.$eval('.diff-add', (el) => el.checkVisibility()), true);
+  assert.equal(await longWrite.$$eval('.diff-add', (els) => els.length), 30);
+  await fold.$eval('summary', (el) => el.click());
+
+  // bash: an exit-code card, or (no bubblewrap here) the SANDBOX_UNAVAILABLE error card.
+  await sendPrompt(page, '@tool bash {"command":"echo hi; exit 3","description":"x"}');
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const [bash] = await lastTurnCards(page, 'bash');
+  assert.equal(await bash.$eval('[data-testid="tool-command"]', (el) => el.textContent), 'echo hi; exit 3');
+  if (await bash.getAttribute('data-error-code')) {
+    t.diagnostic(`bash: ${await bash.getAttribute('data-error-code')}`);
+    assert.equal(await bash.getAttribute('data-error-code'), 'SANDBOX_UNAVAILABLE');
+    assert.match(await bash.$eval('[data-testid="tool-error"]', (el) => el.textContent), /SANDBOX_UNAVAILABLE/);
+  } else {
+    assert.equal(await bash.getAttribute('data-exit-code'), '3');
+    assert.equal(await bash.$eval('[data-testid="exit-code"]', (el) => el.textContent), 'exit 3');
+    assert.match(await bash.$eval('.tool-result pre', (el) => el.textContent), /^hi\n?$/);
+  }
+
+  // An error result: highlighted, with its error.code.
+  await sendPrompt(page, '@tool read {"file_path":"missing.txt"}');
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const [missing] = await lastTurnCards(page, 'read');
+  assert.equal(await missing.getAttribute('data-state'), 'error');
+  assert.equal(await missing.getAttribute('data-error-code'), 'NOT_FOUND');
+  assert.equal(await missing.evaluate((el) => el.open), true, 'an error card stays open');
+  assert.equal(await missing.$eval('.error-code', (el) => el.textContent), 'NOT_FOUND');
+  assert.ok(await missing.evaluate((el) => el.classList.contains('is-error')));
+
+  // todo_write: the checklist panel follows the latest list, live.
+  const todos = (s1, s2, s3) => `@tool todo_write {"todos":[{"content":"Write the notes","status":"${s1}"},`
+    + `{"content":"Edit the second line","status":"${s2}"},{"content":"Run the checks","status":"${s3}"}]}`;
+  assert.equal(await page.isHidden('[data-testid="todo-panel"]'), true);
+  await sendPrompt(page, todos('completed', 'in_progress', 'pending'));
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const panelTodos = () => page.$$eval('[data-testid="todo-panel"] [data-testid="todo"]',
+    (els) => els.map((e) => [e.dataset.status, e.querySelector('.todo-text').textContent]));
+  assert.deepEqual(await panelTodos(), [
+    ['completed', 'Write the notes'], ['in_progress', 'Edit the second line'], ['pending', 'Run the checks']]);
+  assert.equal(await page.textContent('[data-testid="todo-count"]'), '1/3 done');
+  const [todoCard] = await lastTurnCards(page, 'todo_write');
+  assert.equal(await todoCard.$$eval('[data-testid="todo"]', (els) => els.length), 3);
+
+  await sendPrompt(page, todos('completed', 'completed', 'in_progress'));
+  await page.waitForFunction(() => document.querySelector('[data-testid="todo-count"]')?.textContent === '2/3 done');
+  assert.equal(await lastTurnSettled(page), 'ok');
+  // The picture: from the edit's diff down to the checklist panel.
+  await edit.scrollIntoViewIfNeeded();
+  await edit.evaluate((el) => el.closest('[data-testid="turn"]').scrollIntoView({ block: 'start' }));
+  await page.screenshot({ path: path.join(screenshotDir, 'ui-tools.png') });
+  // And from the command's card down: its exit code (or the sandbox's error), the NOT_FOUND card, the todos.
+  await bash.evaluate((el) => el.closest('[data-testid="turn"]').scrollIntoView({ block: 'start' }));
+  await page.screenshot({ path: path.join(screenshotDir, 'ui-tools-bash.png') });
+
+  // After a reload the cards and the checklist come back from session/events.
+  if (hasHistory() && storeKind !== 'memory') {
+    t.diagnostic('reloading: the cards and the checklist from session/events');
+    await page.reload();
+    await page.waitForSelector('#status[data-state="connected"]');
+    await page.waitForFunction(() => document.querySelector('[data-testid="todo-count"]')?.textContent === '2/3 done');
+    assert.deepEqual((await panelTodos()).map(([s]) => s), ['completed', 'completed', 'in_progress']);
+    await page.waitForSelector('[data-testid="tool-call"][data-name="edit"] .diff-del');
+    assert.equal(await page.$$eval('[data-testid="tool-call"]', (els) => els.length), 8);
+    assert.equal(await page.$eval('[data-testid="tool-call"][data-error-code="NOT_FOUND"] .error-code', (el) => el.textContent), 'NOT_FOUND');
+  }
+  // Nothing from the daemon became markup.
+  assert.equal(await page.$$eval('.transcript script, .transcript img', (els) => els.length), 0);
+  assert.deepEqual(pageErrors.filter((e) => !/WebSocket connection to .* failed/.test(e)), []);
+  await page.close();
 });
 
 test('no uncaught errors in the page', { skip: skipReason }, () => {
