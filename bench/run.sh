@@ -263,6 +263,11 @@ bench light --connect "$TCP_URL" --server-pid "$SERVER_PID" -N 1 -K 10 -S 64 --r
   --duration "$DURATION" --warmup "$WARMUP" --label "light beside 100 heavy"
 wait "$BACKGROUND_PID" || true
 cleanup
+
+# ---- tools: a light session beside sessions that grep a large tree --------------
+log "tools: a light session beside 20 sessions grepping 20,000 files; grep against grep -r and rg"
+python3 "$ROOT/bench/tools.py" --harnessd "$HARNESSD" --bench "$BENCH" \
+  --seconds "$DURATION" >"$OUT/tools.txt" 2>"$OUT/tools.log" || log "tools cell failed (see $OUT/tools.log)"
 elapsed=$(($(date +%s) - started))
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 log "matrix done in ${elapsed}s; writing bench/RESULTS.md"
@@ -479,6 +484,19 @@ if light:
     w(f"- first notification p50 {lat(light, 'latency_first_notification_us', 'p50'):.2f} ms, "
       f"p99 {lat(light, 'latency_first_notification_us', 'p99'):.2f} ms; response p99 "
       f"{lat(light, 'latency_response_us', 'p99'):.2f} ms (it includes the turn's sync)")
+else:
+    w("- failed to run")
+w("")
+
+tools_txt = os.path.join(out, "tools.txt")
+w("## Tools (bench/tools.py)")
+w("")
+w("One session at 50 prompts/s of `@chunks 10 64` alone, then beside 20 sessions that each `@tool grep` a")
+w("20,000-file tree in a loop (memory store); then one grep over the tree against `grep -r` and `rg`.")
+w("")
+if os.path.exists(tools_txt) and open(tools_txt).read().strip():
+    for line in open(tools_txt).read().strip().splitlines():
+        w(f"- {line}")
 else:
     w("- failed to run")
 w("")
