@@ -41,6 +41,23 @@ constexpr std::string_view description_text =
     ".gitignored files and symlinks. Use this instead of grep/rg in bash, then read the file around "
     "the line numbers it gives.";
 
+/// The literal text every match of `pattern` starts with ("" when unsure):
+/// memmem finds the candidates, the regex is tried only there.
+std::string literal_prefix(std::string_view pattern) {
+  if (pattern.find('|') != std::string_view::npos) return {};
+  std::string prefix;
+  for (const char c : pattern) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) {
+      if (c == '?' || c == '*' || c == '{') {
+        if (!prefix.empty()) prefix.pop_back();  // the last literal is optional
+      }
+      break;
+    }
+    prefix += c;
+  }
+  return prefix.size() >= 3 ? prefix : std::string();
+}
+
 struct Request {
   std::filesystem::path start;
   std::string pattern;
@@ -49,7 +66,8 @@ struct Request {
 
 class Searcher {
  public:
-  Searcher(const boost::regex& regex, const Workspace& workspace) : regex_(regex), workspace_(workspace) {}
+  Searcher(const boost::regex& regex, std::string prefix, const Workspace& workspace)
+      : regex_(regex), prefix_(std::move(prefix)), workspace_(workspace) {}
 
   std::string out;
   std::size_t matches = 0;
@@ -81,11 +99,24 @@ class Searcher {
     try {
       while (from < end && !full()) {
         auto flags = boost::match_default | boost::match_not_dot_newline;
-        if (from != begin) flags |= boost::match_prev_avail;
-        if (!boost::regex_search(from, end, match, regex_, flags)) break;
+        if (!prefix_.empty()) {
+          // Every match starts with the prefix: try the regex anchored at
+          // each occurrence only.
+          const void* at = ::memmem(from, static_cast<std::size_t>(end - from), prefix_.data(), prefix_.size());
+          if (!at) break;
+          const char* candidate = static_cast<const char*>(at);
+          if (candidate != begin) flags |= boost::match_prev_avail;
+          if (!boost::regex_search(candidate, end, match, regex_, flags | boost::match_continuous)) {
+            from = candidate + 1;
+            continue;
+          }
+        } else {
+          if (from != begin) flags |= boost::match_prev_avail;
+          if (!boost::regex_search(from, end, match, regex_, flags)) break;
+        }
         const char* hit = match[0].first;
         const char* line_start = hit;
-        while (line_start > from && line_start[-1] != '\n') --line_start;
+        while (line_start > begin && line_start[-1] != '\n') --line_start;
         const char* line_end = static_cast<const char*>(std::memchr(hit, '\n', static_cast<std::size_t>(end - hit)));
         if (!line_end) line_end = end;
         line += static_cast<std::uint64_t>(std::count(counted, line_start, '\n'));
@@ -112,6 +143,7 @@ class Searcher {
 
  private:
   const boost::regex& regex_;
+  const std::string prefix_;
   const Workspace& workspace_;
   std::string buffer_;
 };
@@ -132,7 +164,7 @@ ToolResult run_grep(const Request& request, const Workspace& workspace, const ll
 
   struct stat st {};
   if (::stat(request.start.c_str(), &st) != 0) return files::open_failure(errno, workspace.display(request.start));
-  Searcher searcher(regex, workspace);
+  Searcher searcher(regex, literal_prefix(request.pattern), workspace);
   bool cancelled = false;
   if (S_ISREG(st.st_mode)) {
     // One file, as asked for: no include or .gitignore filter.
