@@ -19,6 +19,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -32,6 +33,7 @@
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <random>
 #include <unordered_set>
@@ -64,7 +66,7 @@ struct Options {
   std::string token_file;
   std::string ca_file;            // --ca-file: trusted CAs for tls:// and wss://
   bool insecure = false;          // --insecure: no certificate verification (testing only)
-  bool verbose = false;
+  int verbose = 0;                ///< -v: tool results' text; -vv: also debug logs
   std::string on_disconnect;  // "", "cancel" or "continue"
   std::vector<std::string> words;
   bool follow = false;            // log --follow
@@ -87,6 +89,24 @@ struct TextOut {
   /// Ends a partly written line.
   void end_line() {
     if (last_char != '\n') text("\n");
+  }
+};
+
+/// The tool calls of the running turn, one line each on stderr: "⚙ NAME
+/// WHAT" when called, then " ✓" or " ✗ CODE" on the same line when its
+/// result comes (the whole line again when other lines came between); with
+/// -v the result's text follows, indented and folded to `fold_lines` lines.
+struct ToolLines {
+  static constexpr std::size_t fold_lines = 20;
+  std::map<std::string, std::string> labels;  // callId -> "NAME WHAT"
+  std::string open_call;                      // the call whose line waits for its mark
+
+  /// Ends the line of a call still waiting for its result.
+  void close() {
+    if (open_call.empty()) return;
+    std::fputs("\n", stderr);
+    std::fflush(stderr);
+    open_call.clear();
   }
 };
 
@@ -116,6 +136,7 @@ struct Cli {
   bool quitting = false;
   int interrupts = 0;  // Ctrl-C presses since the current turn (or line) began
   TextOut out;         // output of the running turn (text mode)
+  ToolLines tools;     // its tool calls (text mode, on stderr)
   Transcript transcript;
   // log --follow, attach: woken by events, signals and the end of the connection.
   std::shared_ptr<harnessd::util::Wakeup> wake = harnessd::util::Wakeup::create(io.get_executor());
@@ -175,14 +196,6 @@ int exit_code_of(std::string_view status) {
   return exit_error;
 }
 
-void on_notification(Cli& cli, const Notification& n) {
-  if (cli.options.json) {
-    write_stdout(n.raw + "\n");
-    return;
-  }
-  if (std::optional<std::string_view> text = text_delta_of(n, cli.options.session)) cli.out.text(*text);
-}
-
 // ---------------------------------------------------------------------------
 // Transcripts: session events as a reader sees them
 
@@ -208,6 +221,136 @@ std::string blocks_text(const json::object& data, std::string_view type) {
     if (b != nullptr && field_or(*b, "type", "") == type) text += field_or(*b, "text", "");
   }
   return text;
+}
+
+/// `text` cut to at most `max` bytes on a UTF-8 character boundary, "…" added when cut.
+std::string clip(std::string text, std::size_t max) {
+  if (text.size() <= max) return text;
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0U) == 0x80U) --cut;
+  text.resize(cut);
+  return text + "…";
+}
+
+std::string first_line(std::string_view text) {
+  return std::string(text.substr(0, text.find('\n')));
+}
+
+/// What a tool call works on, for its line: "write notes/a.txt", "bash: echo hi".
+std::string tool_label(const std::string& name, std::string_view arguments) {
+  boost::system::error_code ec;
+  const json::value parsed = json::parse(arguments, ec);
+  const json::object* args = ec ? nullptr : parsed.if_object();
+  std::string label = name;
+  if (args != nullptr) {
+    const auto str = [&](std::string_view key) { return first_line(field_or(*args, key, "")); };
+    if (name == "bash") {
+      label += ": " + str("command");
+    } else if (name == "read" || name == "write" || name == "edit") {
+      label += " " + str("file_path");
+    } else if (name == "glob" || name == "grep") {
+      label += " " + str("pattern");
+      if (const std::string path = str("path"); !path.empty()) label += " in " + path;
+    } else if (name == "task_output" || name == "task_kill") {
+      label += " " + str("task_id");
+    } else if (name == "subagent") {
+      label += ": " + str("description");
+    } else if (const json::value* todos = args->if_contains("todos"); name == "todo_write" && todos != nullptr &&
+                                                                      todos->is_array()) {
+      const std::size_t n = todos->get_array().size();
+      label += " (" + std::to_string(n) + (n == 1 ? " item)" : " items)");
+    } else if (!args->empty()) {
+      label += " " + json::serialize(*args);
+    }
+  } else if (!arguments.empty()) {
+    label += " " + first_line(arguments);
+  }
+  return clip(std::move(label), 160);
+}
+
+/// The result text, indented, at most ToolLines::fold_lines lines.
+std::string folded_result(std::string_view text) {
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  if (text.empty()) return "    (no output)\n";
+  std::string out;
+  std::size_t lines = 0;
+  std::size_t at = 0;
+  while (at != std::string_view::npos) {
+    const std::size_t nl = text.find('\n', at);
+    const std::string_view line = text.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+    at = nl == std::string_view::npos ? nl : nl + 1;
+    if (++lines <= ToolLines::fold_lines) out += "    " + clip(std::string(line), 2000) + "\n";
+  }
+  if (lines > ToolLines::fold_lines) {
+    out += "    … " + std::to_string(lines - ToolLines::fold_lines) + " more lines (" +
+           std::to_string(lines) + " in all)\n";
+  }
+  return out;
+}
+
+/// A tool/call or tool/result event of the running turn, as lines on stderr.
+void print_tool_event(Cli& cli, const std::string& type, const json::object& data) {
+  ToolLines& tools = cli.tools;
+  const std::string call_id = field_or(data, "callId", "");
+  // On a terminal the answer so far ends its line first (stdout and stderr share it).
+  if (::isatty(STDOUT_FILENO) == 1 && ::isatty(STDERR_FILENO) == 1) cli.out.end_line();
+  if (type == "tool/call") {
+    tools.close();
+    std::string label = tool_label(field_or(data, "name", "tool"), field_or(data, "arguments", ""));
+    std::fprintf(stderr, "⚙ %s", label.c_str());
+    std::fflush(stderr);
+    tools.labels[call_id] = std::move(label);
+    tools.open_call = call_id;
+    return;
+  }
+  const json::value* is_error = data.if_contains("isError");
+  const bool failed = is_error != nullptr && is_error->is_bool() && is_error->get_bool();
+  const json::object& meta = object_or_empty(data, "meta");
+  std::string mark = "✓";
+  if (failed) {
+    const json::object& error = object_or_empty(data, "error");
+    mark = "✗ " + field_or(error, "code", "error");
+  } else if (const json::value* timed_out = meta.if_contains("timedOut");
+             timed_out != nullptr && timed_out->is_bool() && timed_out->get_bool()) {
+    mark = "✗ timed out";
+  } else if (const json::value* exit_code = meta.if_contains("exitCode");
+             exit_code != nullptr && exit_code->is_int64() && exit_code->get_int64() != 0) {
+    mark = "✗ exit " + std::to_string(exit_code->get_int64());
+  }
+  if (!tools.open_call.empty() && tools.open_call == call_id) {
+    std::fprintf(stderr, " %s\n", mark.c_str());
+    tools.open_call.clear();
+  } else {
+    tools.close();
+    const auto label = tools.labels.find(call_id);
+    std::fprintf(stderr, "⚙ %s %s\n", label != tools.labels.end() ? label->second.c_str() : "tool", mark.c_str());
+  }
+  if (cli.options.verbose >= 1) std::fputs(folded_result(blocks_text(data, "text")).c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void on_notification(Cli& cli, const Notification& n) {
+  if (cli.options.json) {
+    write_stdout(n.raw + "\n");
+    return;
+  }
+  if (std::optional<std::string_view> text = text_delta_of(n, cli.options.session)) {
+    cli.tools.close();
+    cli.out.text(*text);
+    return;
+  }
+  // Tool calls of this session (a subagent's own run in its child session).
+  if (n.method != "session.event") return;
+  const json::value* sid = n.params.if_contains("sessionId");
+  const json::value* event = n.params.if_contains("event");
+  if (sid == nullptr || !sid->is_string() || sid->get_string() != cli.options.session || event == nullptr ||
+      !event->is_object()) {
+    return;
+  }
+  const std::string type = field_or(event->get_object(), "type", "");
+  if (type == "tool/call" || type == "tool/result") {
+    print_tool_event(cli, type, object_or_empty(event->get_object(), "data"));
+  }
 }
 
 /// Prints one event as part of a transcript: "> " before each line of a user
@@ -520,6 +663,7 @@ asio::awaitable<int> run_turn(Cli& cli, std::string text) {
   cli.turn_running = true;
   cli.interrupts = 0;
   cli.out = TextOut{};
+  cli.tools = ToolLines{};
   Harness harness(*cli.client);
   TurnResult result;
   int failed = -1;
@@ -544,6 +688,7 @@ asio::awaitable<int> run_turn(Cli& cli, std::string text) {
     failed = exit_connection;
   }
   cli.turn_running = false;
+  cli.tools.close();
   if (failed >= 0) co_return failed;
 
   if (cli.options.json) {
@@ -606,7 +751,7 @@ asio::awaitable<int> run_command(Cli& cli) {
       SpawnOptions spawn;
       spawn.program = cli.options.harnessd.empty() ? default_harnessd() : cli.options.harnessd;
       where = spawn.program;
-      spawn.args = {"--log-level", cli.options.verbose ? "info" : "warn"};
+      spawn.args = {"--log-level", cli.options.verbose >= 2 ? "info" : "warn"};
       spawn.args.insert(spawn.args.end(), cli.options.daemon_args.begin(), cli.options.daemon_args.end());
       transport = spawn_stdio(executor, spawn);
     }
@@ -725,7 +870,9 @@ void add_connection_options(CLI::App* cmd, Options& o) {
                 "TESTING ONLY: do not verify the certificate of a tls:// or wss:// daemon "
                 "(anyone in the path can read and change the traffic)")
       ->excludes(ca_file);
-  cmd->add_flag("-v,--verbose", o.verbose, "Debug logs of the client (and info logs of a spawned daemon) on stderr");
+  cmd->add_flag("-v,--verbose", o.verbose,
+                "The text of each tool result under its line on stderr (folded to 20 lines); -vv also debug logs "
+                "of the client and info logs of a spawned daemon");
 }
 
 /// prompt and chat: the options of running turns.
@@ -869,7 +1016,7 @@ int main(int argc, char** argv) {
 
   auto logger = spdlog::stderr_color_mt("harness");
   spdlog::set_default_logger(logger);
-  spdlog::set_level(options.verbose ? spdlog::level::debug : spdlog::level::warn);
+  spdlog::set_level(options.verbose >= 2 ? spdlog::level::debug : spdlog::level::warn);
   if (options.session.empty()) options.session = random_session_id();
   Mode mode = Mode::prompt;
   if (chat->parsed()) mode = Mode::chat;

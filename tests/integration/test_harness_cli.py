@@ -155,6 +155,48 @@ def test_prompt_json_lines(tmp_path):
     assert notes[-1]["params"]["event"]["type"] == "turn/end"
 
 
+def test_prompt_prints_tool_calls_on_stderr(tmp_path):
+    # The spawned daemon's workspace is its cwd: the CLI's, tmp_path.
+    prompt = ('@tool write {"file_path":"notes/a.txt","content":"one\\ntwo\\n"}\n'
+              '@tool read {"file_path":"missing.txt"}')
+    proc = run_cli(["prompt", *spawn_args(), prompt], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert (tmp_path / "notes" / "a.txt").read_text() == "one\ntwo\n"
+    # stdout keeps the assistant's answer alone.
+    assert proc.stdout.startswith("write said: "), describe(proc)
+    assert "read said: " in proc.stdout and "⚙" not in proc.stdout, describe(proc)
+    assert proc.stderr.splitlines() == ["⚙ write notes/a.txt ✓", "⚙ read missing.txt ✗ NOT_FOUND", "[ok]"], describe(proc)
+
+    proc = run_cli(["prompt", *spawn_args(), '@tool bash {"command":"echo hi; exit 3","description":"x"}'], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    # Without a working sandbox (no bubblewrap here) bash fails closed.
+    assert proc.stderr.splitlines()[0] in ("⚙ bash: echo hi; exit 3 ✗ exit 3",
+                                           "⚙ bash: echo hi; exit 3 ✗ SANDBOX_UNAVAILABLE"), describe(proc)
+
+    proc = run_cli(["prompt", *spawn_args(), "--json", '@tool read {"file_path":"notes/a.txt"}'], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert "⚙" not in proc.stderr and "⚙" not in proc.stdout, describe(proc)
+    assert any(json.loads(line).get("params", {}).get("event", {}).get("type") == "tool/result"
+               for line in proc.stdout.splitlines()), describe(proc)
+
+
+def test_prompt_verbose_shows_tool_results_folded(tmp_path):
+    (tmp_path / "long.txt").write_text("".join(f"line {i}\n" for i in range(1, 31)))
+    proc = run_cli(["prompt", *spawn_args(), "-v", '@tool read {"file_path":"long.txt"}\n'
+                    '@tool glob {"pattern":"*.txt"}'], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    lines = proc.stderr.splitlines()
+    # Two read-only calls run in parallel: both lines, then the results in call order.
+    read_at = lines.index("⚙ read long.txt ✓")
+    assert lines[read_at + 1] == "         1\tline 1", describe(proc)
+    assert lines[read_at + 20] == "        20\tline 20", describe(proc)
+    assert lines[read_at + 21].startswith("    … ") and "more lines" in lines[read_at + 21], describe(proc)
+    glob_at = lines.index("⚙ glob *.txt ✓")
+    assert lines[glob_at + 1] == "    long.txt", describe(proc)
+    assert lines[-1] == "[ok]"
+    assert "line 1" not in proc.stdout.split("read said:")[0], describe(proc)
+
+
 def test_prompt_over_websocket(spawn, tmp_path):
     daemon = spawn(args=["--listen", "ws://127.0.0.1:0"])
     ws = [u for u in daemon.listen if u.startswith("ws://")]
