@@ -27,6 +27,7 @@ from .models import (
     SessionEventsResponse,
     SessionInfo,
     SessionListResponse,
+    ToolInfo,
 )
 
 __all__ = [
@@ -57,7 +58,10 @@ class DeepSeekHarnessConfig:
     ``auth_token``, ``ssl_context``, ``ca_file`` to use a listening harnessd (see
     :class:`~deepseek_harness.client.HarnessConfig`); ``on_disconnect``
     (harnessd's ``onDisconnect``: ``"cancel"``, the daemon's default, or
-    ``"continue"`` to let turns of a dropped network connection run on).
+    ``"continue"`` to let turns of a dropped network connection run on);
+    ``sandbox`` (harnessd's ``initialize.sandbox``, with ``cwd`` the agent's
+    other limit: ``"read-only"``, ``"workspace-write"``, the daemon's
+    default, or ``"danger-full-access"``).
     """
 
     provider: str = "deepseek"
@@ -79,6 +83,7 @@ class DeepSeekHarnessConfig:
     ssl_context: ssl.SSLContext | None = None
     on_disconnect: str | None = None
     ca_file: str | os.PathLike[str] | None = None
+    sandbox: str | None = None
 
 
 @dataclass(slots=True)
@@ -203,6 +208,7 @@ class DeepSeekHarness:
                 model=self.config.model,
                 max_tokens=self.config.max_tokens,
                 on_disconnect=self.config.on_disconnect,
+                sandbox=self.config.sandbox,
             )
             self._server_info = response.serverInfo
             self._started = True
@@ -248,6 +254,12 @@ class DeepSeekHarness:
 
         self.start()
         return self._client.iter_sessions(limit=limit)
+
+    def tools_list(self) -> list[ToolInfo]:
+        """The tools the agent is offered (addition: harnessd's ``tools/list``)."""
+
+        self.start()
+        return self._client.tools_list()
 
     def __enter__(self) -> "DeepSeekHarness":
         self.start()

@@ -40,6 +40,7 @@ from .errors import (
 )
 from .models import (
     ON_DISCONNECT_VALUES,
+    SANDBOX_VALUES,
     BaseModel,
     InitializeResponse,
     JsonObject,
@@ -50,6 +51,8 @@ from .models import (
     SessionPromptResponse,
     SessionSubscribeResponse,
     SessionUnsubscribeResponse,
+    ToolInfo,
+    ToolsListResponse,
 )
 
 __all__ = [
@@ -599,6 +602,7 @@ class HarnessClient:
         model: str,
         max_tokens: int | None = None,
         on_disconnect: str | None = None,
+        sandbox: str | None = None,
     ) -> InitializeResponse:
         """Send ``initialize`` with *cwd* made absolute. On any failure the
         runtime is closed before the exception propagates.
@@ -609,6 +613,10 @@ class HarnessClient:
         connection's running turns when a network connection drops; with
         ``"continue"`` they run to their end, detached, and can be followed
         with :meth:`session_subscribe`. Another value is a ``ValueError``.
+        ``sandbox`` (addition) becomes ``sandbox``: ``"read-only"``,
+        ``"workspace-write"`` (harnessd's default) or ``"danger-full-access"``
+        (refused off stdio unless the daemon allows it); what the agent's
+        tools may change. Another value is a ``ValueError``.
         A configured ``auth_token`` is sent as ``authToken`` on NDJSON
         network connections, where harnessd expects it.
         """
@@ -621,6 +629,10 @@ class HarnessClient:
                 if on_disconnect not in ON_DISCONNECT_VALUES:
                     raise ValueError(f'on_disconnect must be "cancel" or "continue", not {on_disconnect!r}')
                 params["onDisconnect"] = on_disconnect
+            if sandbox is not None:
+                if sandbox not in SANDBOX_VALUES:
+                    raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_VALUES)}, not {sandbox!r}")
+                params["sandbox"] = sandbox
             if self.config.auth_token is not None and self.config.address is not None:
                 params["authToken"] = self.config.auth_token
             return self.request("initialize", params, response_model=InitializeResponse)
@@ -667,6 +679,13 @@ class HarnessClient:
         if not isinstance(result, dict) or not isinstance(result.get("cancelled"), bool):
             raise ValidationError(f"session/cancel result must be {{\"cancelled\": bool}}, got {result!r}")
         return result["cancelled"]
+
+    def tools_list(self, *, timeout_seconds: float | None = None) -> list[ToolInfo]:
+        """The tools the model of this connection's sessions is offered
+        (harnessd's ``tools/list``, an addition; after :meth:`initialize`)."""
+
+        response = self.request("tools/list", {}, response_model=ToolsListResponse, timeout_seconds=timeout_seconds)
+        return response.tools
 
     # -- harnessd's session store (additions; docs/protocol.md §4.7-4.10) --------
 

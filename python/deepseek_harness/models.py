@@ -29,8 +29,11 @@ __all__ = [
     "SessionEventsResponse",
     "SessionSubscribeResponse",
     "SessionUnsubscribeResponse",
+    "ToolInfo",
+    "ToolsListResponse",
     "PROMPT_STATUSES",
     "ON_DISCONNECT_VALUES",
+    "SANDBOX_VALUES",
 ]
 
 JsonScalar = Union[str, int, float, bool, None]
@@ -43,6 +46,11 @@ PROMPT_STATUSES = ("ok", "error", "aborted")
 #: The values of ``initialize``'s ``onDisconnect`` (harnessd): what happens
 #: to a network connection's running turns when it drops.
 ON_DISCONNECT_VALUES = ("cancel", "continue")
+
+#: The values of ``initialize``'s ``sandbox`` (harnessd): what the agent's
+#: tools may change (``"workspace-write"`` is the daemon's default;
+#: ``"danger-full-access"`` only on stdio or with ``--allow-full-access``).
+SANDBOX_VALUES = ("read-only", "workspace-write", "danger-full-access")
 
 
 @dataclass(slots=True)
@@ -167,6 +175,12 @@ def _bool(value: Any, where: str) -> bool:
     if isinstance(value, bool):
         return value
     raise ValidationError(f"{where}: expected a boolean, got {_describe(value)}")
+
+
+def _object(value: Any, where: str) -> JsonObject:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise ValidationError(f"{where}: expected a JSON object, got {_describe(value)}")
 
 
 def _objects(value: Any, where: str) -> list[JsonObject]:
@@ -341,3 +355,37 @@ class SessionUnsubscribeResponse(BaseModel):
 
     _fields = {"unsubscribed": (_bool, _MISSING)}
     unsubscribed: bool
+
+
+# ---------------------------------------------------------------- harnessd's tools
+
+
+class ToolInfo(BaseModel):
+    """One tool of ``tools/list``: what the model of this connection's
+    sessions is offered.
+
+    ``input_schema`` is the tool's JSON Schema (kept as sent); ``read_only``
+    is true for tools that change nothing (they run in parallel within a
+    step); ``source`` is ``"builtin"`` or ``"mcp:SERVER"``.
+    """
+
+    _fields = {
+        "name": (_str, _MISSING),
+        "description": (_str, ""),
+        "input_schema": (_object, _MISSING),
+        "read_only": (_bool, False),
+        "source": (_str, "builtin"),
+    }
+    _aliases = {"input_schema": "inputSchema", "read_only": "readOnly"}
+    name: str
+    description: str
+    input_schema: JsonObject
+    read_only: bool
+    source: str
+
+
+class ToolsListResponse(BaseModel):
+    """Result of ``tools/list``."""
+
+    _fields = {"tools": (_models(ToolInfo), _MISSING)}
+    tools: list[ToolInfo]

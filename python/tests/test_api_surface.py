@@ -138,8 +138,9 @@ def test_deepseek_harness_config_fields_and_defaults():
         ("api_key", None),
     ]
     assert [name for name, _ in fields[13:]] == ["max_tokens", "address", "auth_token", "ssl_context", "on_disconnect",
-                                               "ca_file"]
+                                               "ca_file", "sandbox"]
     assert dict(fields)["on_disconnect"] is None
+    assert dict(fields)["sandbox"] is None
     names = {name for name, _ in fields}
     assert "system_prompt" not in names and "bridge_bin" not in names
     assert DeepSeekHarnessConfig().env is not DeepSeekHarnessConfig().env

@@ -30,7 +30,8 @@ Every event is also kept in memory, per session, so the fake answers
 harnessd's session/list, session/events, session/subscribe and
 session/unsubscribe as docs/protocol.md §4.7-4.10 specify (cursor paging,
 the -32602 messages, ``unknown session: ID`` with ``data.sessionId``,
-replay before the response). ``fake/background`` stands in for a turn that
+replay before the response). ``tools/list`` answers FAKE_TOOLS.
+``fake/background`` stands in for a turn that
 another connection runs: params ``{"sessionId", "chunks", "delayMs"}``; it
 writes the session's ``turn/start``, answers ``{"turn": N}``, and streams
 the rest of the turn from a thread, notified only while the session is
@@ -64,6 +65,15 @@ def prompt_text(params: dict) -> str:
         for block in params.get("contentBlocks", [])
         if isinstance(block, dict) and block.get("type") == "text"
     )
+
+
+#: What the fake's tools/list offers: a read-only builtin and an MCP tool.
+FAKE_TOOLS = [
+    {"name": "read", "description": "Read a file.", "readOnly": True, "source": "builtin",
+     "inputSchema": {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}},
+    {"name": "mcp__everything__echo", "description": "Echo.", "readOnly": False, "source": "mcp:everything",
+     "inputSchema": {"type": "object"}},
+]
 
 
 class FakeRuntime:
@@ -261,7 +271,8 @@ class FakeRuntime:
                     "protocolVersion": 1,
                     "capabilities": {"providers": ["scripted"], "methods": [
                         "initialize", "session/prompt", "session/cancel", "shutdown",
-                        "session/list", "session/events", "session/subscribe", "session/unsubscribe"]},
+                        "session/list", "session/events", "session/subscribe", "session/unsubscribe",
+                        "tools/list"]},
                     "echoParams": params,
                 },
             )
@@ -279,6 +290,8 @@ class FakeRuntime:
                 STORE_METHODS[method](self, request, params)
             except BadParams as bad:
                 self.error(request, -32602, bad.message, bad.data)
+        elif method == "tools/list":
+            self.respond(request, {"tools": FAKE_TOOLS})
         elif method == "fake/background":
             self.background(request, params)
         elif method == "session/cancel":
