@@ -85,7 +85,7 @@ class BashRun : public std::enable_shared_from_this<BashRun> {
   bool exited = false;
   bool timed_out = false;
   bool cancelled = false;
-  bool killing = false;
+  int kill_stage = 0;  ///< 1: SIGTERM sent, 2: SIGKILL (to the sandbox), 3: SIGKILL to all
   bool done = false;
   int pending = 3;
 
@@ -97,10 +97,7 @@ class BashRun : public std::enable_shared_from_this<BashRun> {
                        if (!ec) self->on_exit();
                        else self->one_done();
                      });
-    timer.expires_after(timeout);
-    timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (!ec) self->on_timer();
-    });
+    arm(timeout);
   }
 
   void cancel() {
@@ -134,10 +131,14 @@ class BashRun : public std::enable_shared_from_this<BashRun> {
   }
 
   void terminate() {
-    if (exited || killing) return;
-    killing = true;
-    signal_process_tree(process.pid, process.cgroup, SIGTERM);
-    timer.expires_after(bash_kill_grace);
+    if (exited || kill_stage > 0) return;
+    kill_stage = 1;
+    signal_process_tree(process, SIGTERM, process.sandboxed);
+    arm(bash_kill_grace);
+  }
+
+  void arm(std::chrono::milliseconds after) {
+    timer.expires_after(after);
     timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec) self->on_timer();
     });
@@ -152,23 +153,27 @@ class BashRun : public std::enable_shared_from_this<BashRun> {
       err.pipe.cancel(ignored);
       return;
     }
-    if (!killing) {
+    if (kill_stage == 0) {
       timed_out = true;
       terminate();
-      return;
+    } else if (kill_stage == 1) {
+      // SIGKILL; a bwrap leader is spared a little longer, to reap its
+      // sandbox and exit by itself.
+      kill_stage = 2;
+      signal_process_tree(process, SIGKILL, process.sandboxed);
+      if (process.sandboxed) arm(std::chrono::milliseconds(300));
+    } else {
+      kill_stage = 3;
+      signal_process_tree(process, SIGKILL);
     }
-    signal_process_tree(process.pid, process.cgroup, SIGKILL);
   }
 
   void on_exit() {
     // Kill what the command left behind while its pid still names the group.
-    signal_process_tree(process.pid, process.cgroup, SIGKILL);
+    signal_process_tree(process, SIGKILL);
     status = reap_process(process);
     exited = true;
-    timer.expires_after(bash_drain_grace);
-    timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (!ec) self->on_timer();
-    });
+    arm(bash_drain_grace);
     one_done();
   }
 };

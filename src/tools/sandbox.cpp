@@ -105,6 +105,26 @@ std::string sb_pids_cgroup_base() {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return std::string();
     return dir.string();
   }();
+  if (!base.empty()) {
+    // At exit: the cgroups of commands killed last (their processes were
+    // still dying when reaped), then our own.
+    struct Cleanup {
+      std::string dir;
+      ~Cleanup() {
+        for (int attempt = 0; attempt < 100; ++attempt) {
+          {
+            std::lock_guard lock(sb_cgroup_mutex);
+            std::erase_if(sb_stale_cgroups,
+                          [](const std::string& d) { return ::rmdir(d.c_str()) == 0 || errno == ENOENT; });
+            if (sb_stale_cgroups.empty()) break;
+          }
+          ::usleep(2000);
+        }
+        ::rmdir(dir.c_str());
+      }
+    };
+    static Cleanup cleanup{base};
+  }
   return base;
 }
 
@@ -268,6 +288,7 @@ SandboxCommand build_sandbox_command(SandboxMode mode, const SandboxOptions& opt
   std::string bwrap = sb_find_program(options.bwrap);
   if (bwrap.empty()) bwrap = options.bwrap;
   result.argv = sb_bwrap_base(bwrap, options.network);
+  result.sandboxed = true;
   auto add = [&result](std::initializer_list<std::string> args) {
     result.argv.insert(result.argv.end(), args.begin(), args.end());
   };
@@ -377,6 +398,7 @@ SpawnedProcess spawn_sandboxed(const SandboxCommand& command, int stdout_fd, int
   SpawnedProcess process;
   process.pid = pid;
   process.cgroup = cgroup;
+  process.sandboxed = command.sandboxed;
   process.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (process.pidfd < 0) {
     const int err = errno;
@@ -387,11 +409,17 @@ SpawnedProcess spawn_sandboxed(const SandboxCommand& command, int stdout_fd, int
   return process;
 }
 
-void signal_process_tree(pid_t pgid, const std::string& cgroup, int signal) {
-  if (pgid > 0) ::kill(-pgid, signal);
-  if (!cgroup.empty()) {
-    for (pid_t pid : sb_cgroup_pids(cgroup)) ::kill(pid, signal);
+void signal_process_tree(const SpawnedProcess& process, int signal, bool spare_leader) {
+  if (process.pid <= 0) return;
+  bool others = false;
+  if (!process.cgroup.empty()) {
+    for (pid_t pid : sb_cgroup_pids(process.cgroup)) {
+      if (pid == process.pid) continue;
+      ::kill(pid, signal);
+      others = true;
+    }
   }
+  if (!spare_leader || !others) ::kill(-process.pid, signal);
 }
 
 int reap_process(SpawnedProcess& process) {
@@ -412,9 +440,23 @@ int reap_process(SpawnedProcess& process) {
   return status;
 }
 
-void kill_and_reap(SpawnedProcess& process) {
-  if (process.pid > 0) signal_process_tree(process.pid, process.cgroup, SIGKILL);
-  reap_process(process);
+int kill_and_reap(SpawnedProcess& process) {
+  if (process.pid <= 0) return 0;
+  if (process.sandboxed && !process.cgroup.empty()) {
+    // The sandbox first, then give bwrap half a second to reap it and exit.
+    signal_process_tree(process, SIGKILL, true);
+    for (int i = 0; i < 250; ++i) {
+      int status = 0;
+      if (::waitpid(process.pid, &status, WNOHANG) == process.pid) {
+        process.pid = -1;
+        reap_process(process);
+        return status;
+      }
+      ::usleep(2000);
+    }
+  }
+  signal_process_tree(process, SIGKILL);
+  return reap_process(process);
 }
 
 bool sandbox_available(const SandboxOptions& options, std::string* why) {

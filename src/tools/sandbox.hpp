@@ -26,6 +26,7 @@ struct SandboxCommand {
   std::uint64_t max_file_bytes = 0;
   std::uint64_t max_processes = 0;
   std::uint64_t max_memory_bytes = 0;
+  bool sandboxed = false;  ///< argv[0] is bwrap
 };
 
 /// Whether an environment variable name must not reach a sandboxed command
@@ -58,6 +59,7 @@ struct SpawnedProcess {
   pid_t pid = -1;
   int pidfd = -1;
   std::string cgroup;
+  bool sandboxed = false;  ///< the leader is bwrap
 };
 
 /// Starts `command` with stdin from /dev/null and stdout/stderr on the given
@@ -65,16 +67,19 @@ struct SpawnedProcess {
 /// when the process cannot be started (fork, exec or pidfd failed).
 SpawnedProcess spawn_sandboxed(const SandboxCommand& command, int stdout_fd, int stderr_fd);
 
-/// Sends `signal` to the process group `pgid` and to every process of the
-/// cgroup. Call it before reaping the group leader, so the id is still ours.
-void signal_process_tree(pid_t pgid, const std::string& cgroup, int signal);
+/// Sends `signal` to the process group and to every process of the cgroup.
+/// Call it before reaping the leader, so that its id is still ours.
+/// `spare_leader` (with a cgroup): all but the leader, a bwrap that ends
+/// when its sandbox does and reaps it; killing bwrap first would leave the
+/// sandbox's init a zombie for whatever reaps orphans.
+void signal_process_tree(const SpawnedProcess& process, int signal, bool spare_leader = false);
 
 /// Reaps an exited process (it must have exited: its pidfd is readable) and
 /// removes its cgroup once empty. Returns the waitpid status.
 int reap_process(SpawnedProcess& process);
 
 /// Kills the tree and reaps the leader, blocking until it is gone (a
-/// destructor's last resort; SIGKILL makes this quick).
-void kill_and_reap(SpawnedProcess& process);
+/// destructor's last resort; SIGKILL makes this quick). Returns the status.
+int kill_and_reap(SpawnedProcess& process);
 
 }  // namespace harnessd::tools

@@ -51,7 +51,7 @@ struct TaskTable::Task : std::enable_shared_from_this<Task> {
   void on_exit() {
     if (process.pid <= 0) return;
     // Leftovers first, while the leader's pid still names our group.
-    signal_process_tree(process.pid, process.cgroup, SIGKILL);
+    signal_process_tree(process, SIGKILL);
     finish(reap_process(process));
   }
 
@@ -68,12 +68,19 @@ struct TaskTable::Task : std::enable_shared_from_this<Task> {
     if (info.state != TaskState::running || kill_requested) return;
     kill_requested = true;
     info.kill_reason = std::move(reason);
-    signal_process_tree(process.pid, process.cgroup, SIGTERM);
-    grace.expires_after(std::chrono::milliseconds(500));
-    grace.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (!ec && self->info.state == TaskState::running && self->process.pid > 0) {
-        signal_process_tree(self->process.pid, self->process.cgroup, SIGKILL);
-      }
+    signal_process_tree(process, SIGTERM, process.sandboxed);
+    escalate(1);
+  }
+
+  /// Stage 1: SIGKILL (a bwrap leader spared, to reap its sandbox and exit);
+  /// stage 2: SIGKILL to all.
+  void escalate(int stage) {
+    grace.expires_after(std::chrono::milliseconds(stage == 1 ? 500 : 300));
+    grace.async_wait([self = shared_from_this(), stage](boost::system::error_code ec) {
+      if (ec || self->info.state != TaskState::running || self->process.pid <= 0) return;
+      const bool spare = stage == 1 && self->process.sandboxed;
+      signal_process_tree(self->process, SIGKILL, spare);
+      if (spare) self->escalate(2);
     });
   }
 
@@ -81,8 +88,7 @@ struct TaskTable::Task : std::enable_shared_from_this<Task> {
     if (info.state != TaskState::running || process.pid <= 0) return;
     kill_requested = true;
     if (info.kill_reason.empty()) info.kill_reason = std::move(reason);
-    signal_process_tree(process.pid, process.cgroup, SIGKILL);
-    finish(reap_process(process));
+    finish(kill_and_reap(process));
   }
 };
 
