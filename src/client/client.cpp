@@ -38,6 +38,7 @@ constexpr std::string_view list_method = "session/list";
 constexpr std::string_view events_method = "session/events";
 constexpr std::string_view subscribe_method = "session/subscribe";
 constexpr std::string_view unsubscribe_method = "session/unsubscribe";
+constexpr std::string_view tools_list_method = "tools/list";
 
 const json::string* string_field(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);
@@ -141,6 +142,34 @@ SessionList parse_session_list_result(const json::value& result) {
                           excerpt(json::serialize(result)));
     }
     out.next_cursor = std::string(cursor->get_string());
+  }
+  return out;
+}
+
+protocol::ToolsListResult parse_tools_list_result(const json::value& result) {
+  const json::object& obj = result_object(result, "tools/list");
+  const json::value* tools = obj.if_contains("tools");
+  if (tools == nullptr || !tools->is_array()) {
+    throw ProtocolError("tools/list result has no tools array: " + excerpt(json::serialize(result)));
+  }
+  protocol::ToolsListResult out;
+  out.tools.reserve(tools->get_array().size());
+  for (const json::value& entry : tools->get_array()) {
+    const json::object* e = entry.if_object();
+    const json::string* name = e != nullptr ? string_field(*e, "name") : nullptr;
+    const json::value* schema = e != nullptr ? e->if_contains("inputSchema") : nullptr;
+    if (name == nullptr || schema == nullptr || !schema->is_object()) {
+      throw ProtocolError("tools/list entry without a string name and an inputSchema object: " +
+                          excerpt(json::serialize(entry)));
+    }
+    protocol::ToolInfo tool;
+    tool.name = std::string(*name);
+    if (const json::string* description = string_field(*e, "description")) tool.description = *description;
+    tool.input_schema = schema->get_object();
+    tool.read_only = bool_field(*e, "readOnly", "tools/list entry", entry);
+    const json::string* source = string_field(*e, "source");
+    tool.source = source != nullptr ? std::string(*source) : "builtin";
+    out.tools.push_back(std::move(tool));
   }
   return out;
 }
@@ -573,6 +602,7 @@ asio::awaitable<InitializeResult> Client::initialize(InitializeOptions options) 
   if (options.on_disconnect) {
     params["onDisconnect"] = *options.on_disconnect == OnDisconnect::continue_running ? "continue" : "cancel";
   }
+  if (options.sandbox) params["sandbox"] = *options.sandbox;
   std::string method(initialize_method);
   json::value params_value = std::move(params);
   json::value result = co_await request(std::move(method), std::move(params_value));
@@ -625,6 +655,14 @@ asio::awaitable<void> Client::shutdown() {
   std::string method(shutdown_method);
   json::value params;  // shutdown takes no params
   co_await request(std::move(method), std::move(params));
+}
+
+asio::awaitable<protocol::ToolsListResult> Client::tools_list() {
+  std::string method(tools_list_method);
+  json::value params = json::object{};
+  json::value result = co_await request(std::move(method), std::move(params));
+  protocol::ToolsListResult tools = parse_tools_list_result(result);
+  co_return tools;
 }
 
 asio::awaitable<SessionList> Client::session_list(SessionListOptions options) {

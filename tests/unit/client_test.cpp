@@ -561,6 +561,8 @@ asio::awaitable<void> expect_reader_protocol_error(Client& client, std::string m
     } else if (method == "session/events") {
       std::string session = "S";
       co_await client.session_events(std::move(session));
+    } else if (method == "tools/list") {
+      co_await client.tools_list();
     } else if (method == "session/subscribe") {
       std::string session = "S";
       std::optional<std::int64_t> after = -1;
@@ -590,6 +592,9 @@ TEST_CASE("client: malformed results of the session reader methods throw Protoco
       {"session/subscribe", R"({})"},
       {"session/subscribe", R"([9])"},
       {"session/unsubscribe", R"({"unsubscribed":1})"},
+      {"tools/list", R"({"tools":{}})"},
+      {"tools/list", R"({"tools":[{"name":"read"}]})"},
+      {"tools/list", R"({"tools":[{"name":"read","inputSchema":{},"readOnly":"yes"}]})"},
   };
   for (const auto& [method, bad] : cases) {
     CAPTURE(method);
@@ -812,6 +817,73 @@ TEST_CASE("client: real harnessd over stdio") {
   RealTurn turn;
   run_bounded(io, hello_turns(client, turn, true));
   check_hello(turn);
+}
+
+namespace {
+
+struct ToolsTurn {
+  harnessd::protocol::ToolsListResult tools;
+  TurnResult write;
+};
+
+/// initialize with a read-only sandbox, tools/list, then a write the sandbox refuses.
+asio::awaitable<void> tools_turns(Client& client, std::string cwd, ToolsTurn& out) {
+  InitializeOptions init;
+  init.cwd = std::move(cwd);
+  init.provider = "scripted";
+  init.sandbox = "read-only";
+  co_await client.initialize(std::move(init));
+  out.tools = co_await client.tools_list();
+  Harness harness(client);
+  std::string session = "tools";
+  std::string prompt = R"(@tool write {"file_path":"a.txt","content":"hi\n"})";
+  out.write = co_await harness.run(std::move(session), std::move(prompt));
+  co_await client.close();
+}
+
+}  // namespace
+
+TEST_CASE("client: tools/list and initialize.sandbox against the real harnessd") {
+  const std::filesystem::path work = std::filesystem::temp_directory_path() /
+                                     ("harness-client-test-tools-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(work);
+  std::filesystem::create_directories(work);
+  asio::io_context io;
+  SpawnOptions spawn;
+  spawn.program = harnessd_path();
+  spawn.args = {"--store", "memory", "--log-level", "warn"};
+  Client client(io.get_executor(), spawn_stdio(io.get_executor(), spawn));
+  ToolsTurn turn;
+  run_bounded(io, tools_turns(client, work.string(), turn));
+
+  const auto find = [&](std::string_view name) -> const harnessd::protocol::ToolInfo* {
+    for (const auto& tool : turn.tools.tools) {
+      if (tool.name == name) return &tool;
+    }
+    return nullptr;
+  };
+  for (const char* name : {"read", "write", "edit", "glob", "grep", "bash", "todo_write"}) {
+    CAPTURE(name);
+    const harnessd::protocol::ToolInfo* tool = find(name);
+    REQUIRE(tool != nullptr);
+    CHECK(tool->source == "builtin");
+    CHECK_FALSE(tool->description.empty());
+    CHECK(tool->input_schema.at("type") == "object");
+  }
+  CHECK(find("read")->read_only);
+  CHECK_FALSE(find("write")->read_only);
+
+  // The read-only sandbox refuses the write; the file is not created.
+  CHECK(turn.write.status == "ok");
+  const json::object* result = nullptr;
+  for (const json::object& event : turn.write.events) {
+    if (event.at("type") == "tool/result") result = &event.at("data").as_object();
+  }
+  REQUIRE(result != nullptr);
+  CHECK(result->at("isError") == true);
+  CHECK(result->at("error").at("code") == "SANDBOX_READ_ONLY");
+  CHECK_FALSE(std::filesystem::exists(work / "a.txt"));
+  std::filesystem::remove_all(work);
 }
 
 TEST_CASE("client: real harnessd over TCP") {

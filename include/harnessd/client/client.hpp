@@ -5,6 +5,7 @@
 
 #include "harnessd/client/client_transport.hpp"
 #include "harnessd/client/errors.hpp"
+#include "harnessd/protocol/messages.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -64,6 +65,10 @@ struct InitializeOptions {
   std::optional<std::string> auth_token;
   /// Absent: not sent, the daemon's default (cancel) applies.
   std::optional<OnDisconnect> on_disconnect;
+  /// initialize.sandbox: "read-only", "workspace-write" (the daemon's
+  /// default when absent) or "danger-full-access" (stdio, or a daemon run
+  /// with --allow-full-access); sent as given, the daemon checks it.
+  std::optional<std::string> sandbox;
 };
 
 struct InitializeResult {
@@ -115,6 +120,8 @@ struct SessionEvents {
 /// Throw ProtocolError unless `result` has the documented shape.
 SessionList parse_session_list_result(const boost::json::value& result);
 SessionEvents parse_session_events_result(const boost::json::value& result);
+/// tools/list's {tools: [{name, description, inputSchema, readOnly, source}]}.
+protocol::ToolsListResult parse_tools_list_result(const boost::json::value& result);
 
 /// The validated answer to session/prompt.
 struct SessionPromptResponse {
@@ -209,6 +216,10 @@ class Client {
 
   /// `shutdown`: the daemon lets this connection's turns settle, then answers.
   boost::asio::awaitable<void> shutdown();
+
+  /// `tools/list` (after initialize): the tools the model of this
+  /// connection's sessions is offered.
+  boost::asio::awaitable<protocol::ToolsListResult> tools_list();
 
   /// `session/list`: one page of the daemon's sessions, most recently updated
   /// first. Page on with the result's next_cursor until it is absent.
