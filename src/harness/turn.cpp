@@ -353,7 +353,8 @@ class TurnRun final : public llm::ChunkSink {
         std::filesystem::create_directories(root, ignored);
         std::filesystem::permissions(root, std::filesystem::perms::owner_all, ignored);
       }
-      workspace.emplace(root, input_.sandbox == tools::SandboxMode::danger_full_access);
+      workspace.emplace(root, input_.sandbox == tools::SandboxMode::danger_full_access,
+                        session_.registry().options().sandbox.hidden_paths);
     } catch (const std::exception& e) {
       run.result = tools::ToolResult::failure("WORKSPACE_UNAVAILABLE", util::valid_utf8(e.what()));
       co_return;

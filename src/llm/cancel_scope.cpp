@@ -15,8 +15,12 @@ const std::string& CancelScope::reason() const noexcept {
   return cancelled() ? state_->reason : none;
 }
 
-void CancelScope::State::run_hook() {
-  if (auto current = std::exchange(hook, nullptr)) current();
+void CancelScope::State::run_hooks() {
+  // Each hook runs once; one may remove others (its wait ends) meanwhile.
+  std::map<std::uint64_t, std::function<void()>> current = std::exchange(hooks, {});
+  for (auto& [key, hook] : current) {
+    if (hook) hook();
+  }
 }
 
 bool CancelScope::settle() {
@@ -33,15 +37,19 @@ bool CancelScope::cancel(std::string reason) {
   state_->reason = std::move(reason);
   state_->phase.store(cancelled_phase, std::memory_order_release);
   if (!strand_ || strand_->running_in_this_thread()) {
-    state_->run_hook();
+    state_->run_hooks();
   } else {
-    boost::asio::post(*strand_, [state = state_] { state->run_hook(); });
+    boost::asio::post(*strand_, [state = state_] { state->run_hooks(); });
   }
   return true;
 }
 
-void CancelScope::set_hook(std::function<void()> hook) { state_->hook = std::move(hook); }
+std::uint64_t CancelScope::add_hook(std::function<void()> hook) {
+  const std::uint64_t key = ++state_->next_key;
+  state_->hooks.emplace(key, std::move(hook));
+  return key;
+}
 
-void CancelScope::clear_hook() { state_->hook = nullptr; }
+void CancelScope::remove_hook(std::uint64_t key) { state_->hooks.erase(key); }
 
 }  // namespace harnessd::llm

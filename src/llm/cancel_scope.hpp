@@ -8,6 +8,8 @@
 #include <boost/asio/strand.hpp>
 
 #include <atomic>
+#include <cstdint>
+#include <map>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -40,22 +42,23 @@ class CancelScope {
   /// then end aborted.
   bool settle();
 
-  /// Installs what cancel() must interrupt; cleared by the RAII guard below.
-  void set_hook(std::function<void()> hook);
-  void clear_hook();
+  /// Installs what cancel() must interrupt, beside any others (calls of one
+  /// step that wait at once each have their own); removed by the RAII guard
+  /// below. Returns the hook's key.
+  std::uint64_t add_hook(std::function<void()> hook);
+  void remove_hook(std::uint64_t key);
 
   /// Keeps a hook installed for the lifetime of one wait.
   class Hook {
    public:
-    Hook(CancelScope& scope, std::function<void()> hook) : scope_(scope) {
-      scope_.set_hook(std::move(hook));
-    }
-    ~Hook() { scope_.clear_hook(); }
+    Hook(CancelScope& scope, std::function<void()> hook) : scope_(scope), key_(scope.add_hook(std::move(hook))) {}
+    ~Hook() { scope_.remove_hook(key_); }
     Hook(const Hook&) = delete;
     Hook& operator=(const Hook&) = delete;
 
    private:
     CancelScope& scope_;
+    std::uint64_t key_;
   };
 
  private:
@@ -65,8 +68,9 @@ class CancelScope {
   struct State {
     std::atomic<int> phase{0};  ///< 0 running, 1 being cancelled, 2 cancelled, 3 settled
     std::string reason;         ///< written once, before phase becomes 2
-    std::function<void()> hook; ///< strand-only
-    void run_hook();
+    std::map<std::uint64_t, std::function<void()>> hooks;  ///< strand-only
+    std::uint64_t next_key = 0;                            ///< strand-only
+    void run_hooks();
   };
   std::shared_ptr<State> state_;
   std::optional<Strand> strand_;

@@ -508,6 +508,7 @@ class Walker {
 
   std::vector<IgnoreLevel> levels;
   std::string error;
+  std::vector<std::string> hidden_rel;  ///< the workspace's hidden directories, relative to the start
 
   WalkStatus walk(int path_fd, std::string& rel, int depth) {
     if (cancelled()) return WalkStatus::cancelled;
@@ -548,6 +549,9 @@ class Walker {
       rel += name;
       const bool is_dir = type == DT_DIR;
       bool keep = !ignored(rel, is_dir);
+      if (keep && is_dir && !hidden_rel.empty()) {
+        keep = std::find(hidden_rel.begin(), hidden_rel.end(), rel) == hidden_rel.end();
+      }
       if (keep && is_dir) {
         keep = depth + 1 < max_walk_depth && (!options_.enter_dir || options_.enter_dir(rel));
         if (keep) {
@@ -598,6 +602,12 @@ class Walker {
 WalkStatus walk_files(const std::filesystem::path& start, const WalkOptions& options,
                       const std::function<bool(const WalkEntry&)>& visit, std::string& error) {
   Walker walker(options, visit);
+  if (options.workspace != nullptr) {
+    for (const std::filesystem::path& dir : options.workspace->hidden()) {
+      const std::filesystem::path rel = dir.lexically_relative(start);
+      if (!rel.empty() && *rel.begin() != "..") walker.hidden_rel.push_back(rel.string());
+    }
+  }
   // The .gitignore files of the directories between the workspace root and
   // the start apply too (as git applies them).
   if (options.gitignore && options.workspace && options.workspace->contains(start)) {

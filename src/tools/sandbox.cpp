@@ -301,7 +301,9 @@ SandboxCommand build_sandbox_command(SandboxMode mode, const SandboxOptions& opt
     std::error_code ec;
     fs::path path = fs::canonical(hidden, ec);
     if (ec || !fs::is_directory(path, ec)) continue;  // nothing there to hide
-    if (path == workspace || sb_inside(path, "/tmp")) continue;
+    // Under /tmp nothing shows but the workspace itself: only what lies
+    // inside the workspace needs covering there.
+    if (path == workspace || (sb_inside(path, "/tmp") && !sb_inside(path, workspace))) continue;
     (sb_inside(path, workspace) ? after : before).push_back(path);
   }
   for (const fs::path& path : before) add({"--tmpfs", path.string()});

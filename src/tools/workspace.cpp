@@ -20,16 +20,33 @@ std::string_view to_string(SandboxMode mode) {
   return "workspace-write";
 }
 
-Workspace::Workspace(const std::filesystem::path& root, bool unconfined)
-    : root_(std::filesystem::canonical(root)), unconfined_(unconfined) {}
+Workspace::Workspace(const std::filesystem::path& root, bool unconfined, const std::vector<std::string>& hidden)
+    : root_(std::filesystem::canonical(root)), unconfined_(unconfined) {
+  for (const std::string& dir : hidden) {
+    std::error_code ec;
+    const std::filesystem::path canonical = std::filesystem::weakly_canonical(dir, ec);
+    // Only what lies inside this workspace; never the workspace itself or a
+    // directory that holds it (the session's own workspace stays its own).
+    if (!ec && within(root_, canonical) && !within(canonical, root_)) hidden_.push_back(canonical);
+  }
+}
 
-bool Workspace::contains(const std::filesystem::path& path) const {
+bool Workspace::within(const std::filesystem::path& base, const std::filesystem::path& path) {
   // Component-wise: /work/a is not inside /work/ab.
   auto p = path.begin();
-  for (auto r = root_.begin(); r != root_.end(); ++r, ++p) {
-    if (p == path.end() || *p != *r) return false;
+  for (auto b = base.begin(); b != base.end(); ++b, ++p) {
+    if (p == path.end() || *p != *b) return false;
   }
   return true;
+}
+
+bool Workspace::contains(const std::filesystem::path& path) const { return within(root_, path); }
+
+bool Workspace::is_hidden(const std::filesystem::path& path) const {
+  for (const std::filesystem::path& dir : hidden_) {
+    if (within(dir, path)) return true;
+  }
+  return false;
 }
 
 Workspace::Resolved Workspace::resolve(std::string_view path) const {
@@ -42,6 +59,9 @@ Workspace::Resolved Workspace::resolve(std::string_view path) const {
   if (ec) return Resolved{{}, "cannot resolve " + std::string(path) + ": " + ec.message()};
   if (!unconfined_ && !contains(resolved)) {
     return Resolved{{}, std::string(path) + " is outside the workspace " + root_.string()};
+  }
+  if (!unconfined_ && is_hidden(resolved)) {
+    return Resolved{{}, std::string(path) + " is the daemon's own data, not part of the workspace"};
   }
   return Resolved{std::move(resolved), {}};
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <vector>
 
 namespace harnessd::tools {
 
@@ -37,7 +38,9 @@ class Workspace {
  public:
   /// `root` must exist; it is made canonical (symlinks resolved).
   /// `unconfined`: danger-full-access, paths may leave the root.
-  Workspace(const std::filesystem::path& root, bool unconfined);
+  /// `hidden`: the daemon's own directories (its session root, the root of
+  /// every workspace); those inside this workspace are out of reach too.
+  Workspace(const std::filesystem::path& root, bool unconfined, const std::vector<std::string>& hidden = {});
 
   const std::filesystem::path& root() const noexcept { return root_; }
   bool unconfined() const noexcept { return unconfined_; }
@@ -57,9 +60,18 @@ class Workspace {
   /// Whether `path` (canonical) is the root or inside it.
   bool contains(const std::filesystem::path& path) const;
 
+  /// The daemon's directories inside this workspace (canonical), which the
+  /// tools neither read nor list: another session's log is not the model's.
+  const std::vector<std::filesystem::path>& hidden() const noexcept { return hidden_; }
+  /// Whether `path` (canonical) is one of hidden() or inside one.
+  bool is_hidden(const std::filesystem::path& path) const;
+
  private:
+  static bool within(const std::filesystem::path& base, const std::filesystem::path& path);
+
   std::filesystem::path root_;
   bool unconfined_;
+  std::vector<std::filesystem::path> hidden_;
 };
 
 }  // namespace harnessd::tools

@@ -189,3 +189,24 @@ def test_tools_over_websocket(spawn, tmp_path):
     assert "read" in names
     _, results = run_tools(c, "ws", ("write", {"file_path": "a", "content": "b"}), ("glob", {"pattern": "*"}))
     assert not results[0]["isError"] and "a" in results[1]["content"][0]["text"], results
+
+
+def test_the_session_store_inside_a_workspace_is_out_of_reach(spawn, tmp_path):
+    """The default session root (./.sessions) may sit inside a stdio client's
+    workspace: no tool reads, lists or greps another session's log."""
+    ws = tmp_path / "proj"
+    ws.mkdir()
+    (ws / "code.py").write_text("SECRET_WORD = 1\n")
+    d = spawn(stdio=True, session_root=ws / ".sessions")
+    c = d.stdio_conn()
+    c.initialize(cwd=str(ws))
+    assert result_of(c.run_prompt("other", "SECRET_WORD is in this prompt")[0]) == OK
+    _, results = run_tools(c, "look", ("grep", {"pattern": "SECRET_WORD"}), ("glob", {"pattern": "**/*"}),
+                           ("read", {"file_path": ".sessions/other.jsonl"}))
+    grep, glob, read = results
+    assert "code.py" in grep["content"][0]["text"] and ".sessions" not in grep["content"][0]["text"], grep
+    assert ".sessions" not in glob["content"][0]["text"], glob
+    assert read["isError"] and read["error"]["code"] == "PATH_OUTSIDE_WORKSPACE", read
+    _, results = run_tools(c, "look", ("bash", {"command": "ls -A .sessions | wc -l", "description": "peek"}))
+    text = results[0]["content"][0]["text"]
+    assert text.startswith("0\n") or results[0].get("error", {}).get("code") == "SANDBOX_UNAVAILABLE", results
