@@ -107,7 +107,8 @@ class SubagentTool final : public tools::Tool {
       co_return tools::ToolResult::failure("DEPTH_LIMIT", "subagent: delegation is not available at this depth");
     }
     std::string title = description->is_string() ? std::string(description->get_string()) : std::string();
-    tools::ToolResult result = co_await context.delegate(std::move(title), std::string(prompt->get_string()));
+    std::string task(prompt->get_string());
+    tools::ToolResult result = co_await context.delegate(std::move(title), std::move(task));
     co_return result;
   }
 };
