@@ -102,6 +102,14 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
          "Whether bash in the workspace-write and read-only sandboxes may use the network")
       ->check(CLI::IsMember({"on", "off"}))
       ->default_str("off");
+  app.add_option_function<std::string>(
+         "--web-fetch", [&config](const std::string& v) { config.harness.sandbox.web_fetch = v == "on"; },
+         "Offer the model the web_fetch tool (http/https GET from this daemon's network position; loopback, "
+         "private, link-local and metadata addresses refused on every hop)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("off");
+  app.add_flag("--web-fetch-allow-private", config.harness.sandbox.web_fetch_allow_private,
+               "Let web_fetch reach loopback, private and link-local addresses too");
   app.add_option("--tool-threads", config.harness.tool_threads,
                  "Threads for tools' blocking work (file reads, tree walks), apart from the I/O threads")
       ->check(CLI::Range(1u, 64u));

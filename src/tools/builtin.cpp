@@ -4,7 +4,6 @@
 namespace harnessd::tools {
 
 void add_builtin_tools(ToolRegistry& registry, const SandboxOptions& options) {
-  (void)options;
   registry.add(make_todo_write_tool());
   registry.add(make_ask_user_question_tool());
   registry.add(make_bash_tool());
@@ -16,6 +15,8 @@ void add_builtin_tools(ToolRegistry& registry, const SandboxOptions& options) {
   registry.add(make_edit_tool());
   registry.add(make_glob_tool());
   registry.add(make_grep_tool());
+  // Offered only when on: a fetch leaves from the daemon's network position.
+  if (options.web_fetch) registry.add(make_web_fetch_tool());
 }
 
 }  // namespace harnessd::tools

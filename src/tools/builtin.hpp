@@ -10,6 +10,7 @@ namespace harnessd::tools {
 
 std::unique_ptr<Tool> make_todo_write_tool();
 std::unique_ptr<Tool> make_ask_user_question_tool();
+std::unique_ptr<Tool> make_web_fetch_tool();
 std::unique_ptr<Tool> make_bash_tool();
 std::unique_ptr<Tool> make_task_output_tool();
 std::unique_ptr<Tool> make_task_list_tool();

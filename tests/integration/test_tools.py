@@ -210,3 +210,94 @@ def test_the_session_store_inside_a_workspace_is_out_of_reach(spawn, tmp_path):
     _, results = run_tools(c, "look", ("bash", {"command": "ls -A .sessions | wc -l", "description": "peek"}))
     text = results[0]["content"][0]["text"]
     assert text.startswith("0\n") or results[0].get("error", {}).get("code") == "SANDBOX_UNAVAILABLE", results
+
+
+# -- web_fetch ---------------------------------------------------------------------------
+
+
+class _Pages:
+    """A loopback HTTP server: /page (HTML), /hop/N (redirects N more times), /big (6 MB)."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                if self.path == "/page":
+                    body = b"<html><script>evil()</script><p>Hello &amp; welcome</p></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                elif self.path.startswith("/hop/"):
+                    n = int(self.path.rsplit("/", 1)[1])
+                    self.send_response(302)
+                    self.send_header("Location", f"/hop/{n - 1}" if n > 0 else "/page")
+                    body = b""
+                elif self.path == "/big":
+                    body = b"x" * (6 * 1024 * 1024)
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain")
+                else:
+                    body = b"nope"
+                    self.send_response(404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client stopped at its size limit
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def pages():
+    p = _Pages()
+    yield p
+    p.close()
+
+
+def test_web_fetch_is_off_by_default(stdio_ws):
+    c, _ = stdio_ws
+    names = {t["name"] for t in result_of(c.response(c.request("tools/list", {})))["tools"]}
+    assert "web_fetch" not in names
+    _, results = run_tools(c, "web", ("web_fetch", {"url": "http://example.com/"}))
+    assert results[0]["error"]["code"] == "UNKNOWN_TOOL"
+
+
+def test_web_fetch_refuses_private_addresses_unless_allowed(spawn, tmp_path, pages):
+    d = spawn(stdio=True, args=["--web-fetch", "on"])
+    c = d.stdio_conn()
+    c.initialize(cwd=str(tmp_path))
+    _, results = run_tools(c, "web", ("web_fetch", {"url": pages.url("/page")}),
+                           ("web_fetch", {"url": "http://localhost:1/"}),
+                           ("web_fetch", {"url": "http://169.254.169.254/latest/meta-data/"}),
+                           ("web_fetch", {"url": "file:///etc/passwd"}))
+    assert [r["error"]["code"] for r in results] == ["BLOCKED_ADDRESS", "BLOCKED_ADDRESS", "BLOCKED_ADDRESS",
+                                                     "INVALID_URL"], results
+
+    d2 = spawn(stdio=True, args=["--web-fetch", "on", "--web-fetch-allow-private"],
+               session_root=tmp_path / "s2")
+    c2 = d2.stdio_conn()
+    c2.initialize(cwd=str(tmp_path))
+    _, results = run_tools(c2, "web", ("web_fetch", {"url": pages.url("/hop/3")}),
+                           ("web_fetch", {"url": pages.url("/hop/5")}), ("web_fetch", {"url": pages.url("/big")}),
+                           ("web_fetch", {"url": pages.url("/missing")}))
+    page, too_many, big, missing = results
+    assert not page["isError"], page
+    assert "Hello & welcome" in page["content"][0]["text"] and "evil" not in page["content"][0]["text"]
+    assert page["meta"]["url"].endswith("/page")
+    assert too_many["error"]["code"] == "TOO_MANY_REDIRECTS"
+    assert big["error"]["code"] == "FETCH_FAILED" and "5 MB" in big["error"]["message"]
+    assert missing["error"]["code"] == "HTTP_ERROR" and "404" in missing["error"]["message"]
