@@ -1,6 +1,7 @@
 #include "harness/session_registry.hpp"
 #include "harness/subagent_tool.hpp"
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <algorithm>
@@ -24,6 +25,17 @@ SessionRegistry::SessionRegistry(boost::asio::any_io_executor executor, store::E
       admission_(options.max_running_turns, options.max_queued_turns),
       tool_pool_(std::max(1u, options.tool_threads)) {
   tools_.add(make_subagent_tool());
+}
+
+void SessionRegistry::kill_background_tasks() {
+  std::vector<std::shared_ptr<Session>> loaded;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, session] : sessions_) loaded.push_back(session);
+  }
+  for (std::shared_ptr<Session>& session : loaded) {
+    boost::asio::post(session->strand(), [session] { session->tasks().kill_all("the daemon is stopping"); });
+  }
 }
 
 std::shared_ptr<Session> SessionRegistry::make_session(std::string id,

@@ -65,6 +65,11 @@ class SessionRegistry {
   /// how many were evicted.
   std::size_t evict_idle();
 
+  /// The daemon stops: every loaded session's background processes are
+  /// killed (on its strand), so nothing of theirs outlives the daemon or
+  /// keeps its event loop waiting.
+  void kill_background_tasks();
+
   std::size_t size() const;
   store::EventStore& store() noexcept { return store_; }
   const HarnessOptions& options() const noexcept { return options_; }

@@ -316,6 +316,7 @@ int run(DaemonConfig config) {
         reload_signal.cancel();
         housekeeping_timer.cancel();
         watchdog_timer.cancel();
+        sessions.kill_background_tasks();
         store->begin_stop();
       });
     });

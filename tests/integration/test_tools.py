@@ -301,3 +301,42 @@ def test_web_fetch_refuses_private_addresses_unless_allowed(spawn, tmp_path, pag
     assert too_many["error"]["code"] == "TOO_MANY_REDIRECTS"
     assert big["error"]["code"] == "FETCH_FAILED" and "5 MB" in big["error"]["message"]
     assert missing["error"]["code"] == "HTTP_ERROR" and "404" in missing["error"]["message"]
+
+
+def _processes_with(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_a_stopping_daemon_kills_its_tools_processes(spawn, tmp_path):
+    marker = f"sleep 3{os.getpid() % 1000:03d}"
+    # The drain gives the running turn half a second, then cancels it.
+    d = spawn(args=["--workspace-root", str(tmp_path / "roots"), "--drain-timeout-ms", "500"])
+    c = d.connect()
+    c.initialize(cwd="w", onDisconnect="continue")
+    _, results = run_tools(c, "bg", ("bash", {"command": f"{marker} & {marker}", "description": "wait",
+                                              "run_in_background": True}))
+    if results[0].get("error", {}).get("code") == "SANDBOX_UNAVAILABLE":
+        pytest.skip("bubblewrap cannot confine commands on this host")
+    assert "taskId" in results[0]["meta"], results
+    rid = c.prompt("fg", tool_line("bash", {"command": marker, "description": "block"}))
+    deadline = time.monotonic() + 10
+    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_processes_with(marker)) >= 3, "the background and foreground commands did not start"
+    d.signal(signal.SIGTERM)
+    assert d.wait_exit(20) == 0
+    deadline = time.monotonic() + 5
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _processes_with(marker), "tool processes outlived the daemon"
+    del rid
