@@ -43,10 +43,11 @@ def make_tree(root: Path, files: int) -> None:
         (d / f"f{i}.txt").write_text(body)
 
 
-def start_daemon(harnessd: str, workdir: Path) -> tuple[subprocess.Popen, int]:
+def start_daemon(harnessd: str, workdir: Path, extra: list[str]) -> tuple[subprocess.Popen, int]:
     ready = workdir / "ready.json"
     proc = subprocess.Popen([harnessd, "--listen", "tcp://127.0.0.1:0", "--ready-file", str(ready),
-                             "--store", "memory", "--workspace-root", str(workdir / "roots"), "--log-level", "warn"],
+                             "--store", "memory", "--workspace-root", str(workdir / "roots"), "--log-level", "warn",
+                             *extra],
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -122,6 +123,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--files", type=int, default=20000)
     ap.add_argument("--sessions", type=int, default=20)
+    ap.add_argument("--daemon-arg", action="append", default=[], help="extra harnessd argument (repeatable)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="harnessd-tools-bench-") as tmp:
@@ -129,7 +131,7 @@ def main() -> int:
         tree = work / "roots" / "tree"
         print(f"making {args.files} files ...", file=sys.stderr)
         make_tree(tree, args.files)
-        proc, port = start_daemon(args.harnessd, work)
+        proc, port = start_daemon(args.harnessd, work, args.daemon_arg)
         try:
             base50, base99 = first_notification(light(args.bench, port, args.seconds, "light, no load"))
 
