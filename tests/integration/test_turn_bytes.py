@@ -7,12 +7,22 @@ working, and its log loads again after a restart.
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from harnessd_helpers import check_turn, final_text, harnessd_bin, read_log, result_of
 
 MIB = 1 << 20
 OK = {"status": "ok", "reason": {"kind": "completed"}}
+
+
+# Memory bounds hold for the Release daemon; a sanitizer's allocator keeps a
+# quarantine of freed memory (256 MiB under ASan), so they are not checked there.
+SANITIZED = bool(os.environ.get("HARNESSD_SANITIZE"))
+
+
+def rss_within(d, limit_mib: float) -> bool:
+    return SANITIZED or peak_rss_mib(d) < limit_mib
 
 
 def peak_rss_mib(d) -> float:
@@ -56,7 +66,7 @@ def test_turn_over_the_cap_ends_turn_too_large(spawn, tmp_path):
     # The reported case: 64 chunks of 1 MiB. The first already passes a 1 MiB cap.
     resp, events2 = c.run_prompt("big", "@chunks 64 1048576")
     assert_too_large(resp, events2, cap)
-    assert peak_rss_mib(d) < 100, peak_rss_mib(d)
+    assert rss_within(d, 100), peak_rss_mib(d)
 
     # Chunks within the cap, but chunks and message together past it.
     resp, events3 = c.run_prompt("big", "@chunks 150 4096")
@@ -89,7 +99,7 @@ def test_default_cap_bounds_the_reported_prompt(spawn, tmp_path):
     resp, events = c.run_prompt("huge", "@chunks 64 1048576", timeout=120)
     assert_too_large(resp, events, 64 * MIB)
     # Before the cap: 612 MB.
-    assert peak_rss_mib(d) < 250, peak_rss_mib(d)  # about 90 MiB
+    assert rss_within(d, 250), peak_rss_mib(d)  # about 90 MiB
     del events
     resp, _ = c.run_prompt("huge", "still fine")
     assert result_of(resp) == OK, resp
