@@ -4,6 +4,7 @@ many requests on a long session and reads nothing holds a bounded amount of
 the daemon's memory. Each of its requests is answered or refused with -32005,
 and other connections keep being answered meanwhile."""
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -105,7 +106,10 @@ def test_pipelined_pages_to_a_client_that_does_not_read(spawn, tmp_path):
         time.sleep(0.2)
     assert max(latencies) < 3, f"the well-behaved connection waited {max(latencies):.1f}s for a page"
     grown_mib = (max(peak_rss, rss_kib(d.proc.pid, "VmHWM")) - rss_before) / 1024
-    assert grown_mib < 128, f"RSS grew by {grown_mib:.0f} MiB while a client held {PIPELINED} pages unread"
+    # A sanitizer's allocator quarantines freed memory (256 MiB under ASan):
+    # the bound is the Release daemon's. The -32005 answers below hold everywhere.
+    if not os.environ.get("HARNESSD_SANITIZE"):
+        assert grown_mib < 128, f"RSS grew by {grown_mib:.0f} MiB while a client held {PIPELINED} pages unread"
 
     responses = read_responses(bad, PIPELINED + 1, timeout=60)
     bad.close()
