@@ -60,6 +60,9 @@ struct Sandbox {
   fs::path ws = base / "ws";
   fs::path outside = base / "outside";
   std::optional<tools::Workspace> workspace;
+  // Declared before the pool, so destroyed after its threads have joined: a
+  // pool thread still finishing its post must find the io_context alive.
+  asio::io_context io;
   tools::ToolPool pool{1};
   tools::ReadTracker reads;
   tools::TaskTable tasks;
@@ -86,7 +89,7 @@ struct Sandbox {
   ToolResult call(tools::Tool& tool, const std::string& args_json) {
     const json::object args = json::parse(args_json).as_object();
     tools::ToolContext context{*workspace, mode, cancel, pool, reads, tasks, {}, {}, sandbox_options};
-    asio::io_context io;
+    io.restart();
     std::optional<ToolResult> result;
     asio::co_spawn(io, tool.run(args, context), [&](std::exception_ptr error, ToolResult r) {
       if (error) std::rethrow_exception(error);
