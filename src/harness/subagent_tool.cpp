@@ -74,6 +74,8 @@ asio::awaitable<tools::ToolResult> run_subagent(Session& parent, std::string pro
 }  // namespace harnessd::harness::detail
 
 namespace harnessd::harness {
+namespace asio = boost::asio;
+namespace json = boost::json;
 namespace {
 
 class SubagentTool final : public tools::Tool {

@@ -2,6 +2,7 @@
 #include "server/methods.hpp"
 
 #include "harness/session_registry.hpp"
+#include "harnessd/rpc/codec.hpp"
 #include "store/jsonl_store.hpp"
 #include "tools/workspace.hpp"
 #include "harnessd/protocol/turn_end.hpp"

@@ -1,6 +1,7 @@
 // The `edit` tool (AGENT.md §2): replaces an exact string of a file the
 // session has read, once (it must be unique) or everywhere, writing the
 // file atomically like `write`; meta.diff shows clients the change.
+#include "llm/cancel_scope.hpp"
 #include "tools/builtin.hpp"
 #include "tools/file_util.hpp"
 #include "tools/read_tracker.hpp"

@@ -1,6 +1,7 @@
 // The `glob` tool (AGENT.md §2): the workspace's files whose paths match a
 // glob (`**` included), sorted, at most 100; the walk skips `.git` and
 // .gitignored paths and never follows symlinks.
+#include "llm/cancel_scope.hpp"
 #include "tools/builtin.hpp"
 #include "tools/file_util.hpp"
 #include "tools/tool_pool.hpp"

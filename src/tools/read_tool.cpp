@@ -1,6 +1,7 @@
 // The `read` tool (AGENT.md §2): a text file's lines, numbered, within the
 // model's budget (2000 lines, 2000 bytes a line, 50 KiB), streamed so a
 // huge file costs only what is shown. Records what was read for write/edit.
+#include "llm/cancel_scope.hpp"
 #include "tools/builtin.hpp"
 #include "tools/file_util.hpp"
 #include "tools/read_tracker.hpp"

@@ -1,6 +1,7 @@
 // The `write` tool (AGENT.md §2): creates or replaces a whole file,
 // atomically and never through a symlink, and only over a version of the
 // file this session has read. meta.diff shows clients what changed.
+#include "llm/cancel_scope.hpp"
 #include "tools/builtin.hpp"
 #include "tools/file_util.hpp"
 #include "tools/read_tracker.hpp"
