@@ -33,6 +33,12 @@ struct Principal {
 /// namespace. Notifications name sessions this way.
 std::string_view owner_view(std::string_view store_id);
 
+/// How notifications name a session: as its owner does when sessions are
+/// split into namespaces, else by its id.
+inline std::string_view notified_id(bool namespaced, std::string_view store_id) {
+  return namespaced ? owner_view(store_id) : store_id;
+}
+
 using Digest = std::array<unsigned char, 32>;
 
 /// SHA-256 of `data`.

@@ -40,7 +40,7 @@ std::string store_id(const ClientState& client, std::string_view wire_id) {
 
 /// How notifications name a session: as its owner does.
 std::string shown_id(const ServerContext& context, std::string_view store_id) {
-  return std::string(context.config.credentials.namespaced() ? auth::owner_view(store_id) : store_id);
+  return std::string(auth::notified_id(context.config.credentials.namespaced(), store_id));
 }
 
 /// The root of this network client's workspaces: --workspace-root, or

@@ -12,7 +12,7 @@ OutboxSink::OutboxSink(std::shared_ptr<Outbox> outbox, Metrics& metrics, bool na
     : outbox_(std::move(outbox)), metrics_(metrics), namespaced_(namespaced) {}
 
 std::string OutboxSink::shown(std::string_view session_id) const {
-  return std::string(namespaced_ ? auth::owner_view(session_id) : session_id);
+  return std::string(auth::notified_id(namespaced_, session_id));
 }
 
 harness::EventSink::Envelope OutboxSink::envelope(std::string_view session_id) {
