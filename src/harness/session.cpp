@@ -379,7 +379,30 @@ boost::asio::awaitable<void> Session::end_turn_in_log() { co_await log_->end_tur
 
 // The conversation from logged events: what a loaded session resumes with.
 // A live turn hands over its typed messages instead (append_message_event).
+void Session::track_decision_event(std::string_view type, const json::object& data) {
+  if (type == "approval/requested") {
+    logged_pending_[std::string(util::string_field(data, "approvalId"))] =
+        std::string(util::string_field(data, "toolName"));
+  } else if (type == "question/requested") {
+    logged_pending_[std::string(util::string_field(data, "questionId"))] = std::string();
+  } else if (type == "approval/resolved") {
+    const auto it = logged_pending_.find(util::string_field(data, "approvalId"));
+    if (it == logged_pending_.end()) return;
+    if (util::string_field(data, "outcome") == to_string(protocol::ApprovalOutcome::allowed_for_session)) {
+      allowed_tools_.insert(it->second);
+    }
+    logged_pending_.erase(it);
+  } else if (type == "question/resolved") {
+    if (const auto it = logged_pending_.find(util::string_field(data, "questionId")); it != logged_pending_.end()) {
+      logged_pending_.erase(it);
+    }
+  } else if (type == "turn/start" || type == "turn/end") {
+    logged_pending_.clear();  // a wait never outlives its turn
+  }
+}
+
 void Session::apply_to_conversation(std::string_view type, const json::object& data) {
+  track_decision_event(type, data);
   if (type == "user/message") {
     messages_.push_back(ChatMessage{.role = ChatMessage::Role::user,
                                     .text = text_of(data.if_contains("content"), "text")});

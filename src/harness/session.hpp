@@ -6,6 +6,7 @@
 
 #include "harnessd/protocol/turn_end.hpp"
 #include "harness/event_sink.hpp"
+#include "harness/pending_decisions.hpp"
 #include "tools/read_tracker.hpp"
 #include "tools/task_table.hpp"
 #include "tools/workspace.hpp"
@@ -22,6 +23,8 @@
 #include <boost/json/object.hpp>
 
 #include <atomic>
+#include <map>
+#include <set>
 #include <exception>
 #include <mutex>
 #include <span>
@@ -61,6 +64,8 @@ struct PromptInput {
   /// When the sink's client is gone, the turn runs on (still logged and
   /// published to subscribers) instead of being cancelled.
   bool run_detached = false;
+  /// `ask`: tools that may change something wait for a client's approval.
+  protocol::ApprovalPolicy approval_policy = protocol::ApprovalPolicy::never;
 };
 
 struct PromptOutcome {
@@ -90,6 +95,21 @@ class Session : public std::enable_shared_from_this<Session> {
   /// processes (killed when the session is evicted or the daemon stops).
   tools::ReadTracker& reads() noexcept { return reads_; }
   tools::TaskTable& tasks() noexcept { return tasks_; }
+  /// Strand-only: what the running turn waits for from clients.
+  PendingDecisions& decisions() noexcept { return decisions_; }
+  /// Thread-safe: "approval" or "question" while the running turn waits.
+  std::optional<PendingDecisions::Kind> waiting() const noexcept { return decisions_.waiting(); }
+
+  /// Strand-only, loaded: whether a client allowed `tool` for the rest of
+  /// the session (an approval/resolved `allowed-for-session` in the log).
+  bool allowed_for_session(std::string_view tool) const { return allowed_tools_.contains(tool); }
+  /// Strand-only, loaded: whether the log shows approval or question `id`
+  /// requested in the open turn and not yet resolved (what another node
+  /// checks before it forwards a decision to the node running the turn).
+  bool logged_pending(std::string_view id) const { return logged_pending_.contains(id); }
+  /// Strand-only: keeps allowed_for_session() and logged_pending() true to
+  /// an event of the log (the turn calls it for the events it makes).
+  void track_decision_event(std::string_view type, const boost::json::object& data);
 
   /// Thread-safe. Reserves the session for one prompt; false while another
   /// prompt holds it. prompt() releases the reservation when it settles.
@@ -204,6 +224,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<std::string> workspace_;
   tools::ReadTracker reads_;
   tools::TaskTable tasks_;
+  PendingDecisions decisions_;
+  std::set<std::string, std::less<>> allowed_tools_;
+  std::map<std::string, std::string, std::less<>> logged_pending_;  ///< approval/question id -> tool name
 };
 
 }  // namespace harnessd::harness

@@ -41,6 +41,9 @@ struct HarnessOptions {
   /// One turn's events (as logged) stop at about this many bytes: the turn
   /// ends with error code TURN_TOO_LARGE.
   std::size_t max_turn_bytes = std::size_t{64} << 20;
+  /// How long a turn waits for an approval or an answer before it goes on
+  /// without (--approval-timeout-ms).
+  std::chrono::milliseconds approval_timeout{600'000};
   /// Threads for blocking tool work (file reads, tree walks).
   unsigned tool_threads = 2;
   tools::SandboxOptions sandbox;

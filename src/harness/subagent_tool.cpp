@@ -37,6 +37,7 @@ asio::awaitable<tools::ToolResult> run_subagent(Session& parent, std::string pro
   input.sandbox = parent_input.sandbox;
   input.owner = parent_input.owner;  // the parent's client gets the child's events from the sink
   input.run_detached = parent_input.run_detached;
+  input.approval_policy = parent_input.approval_policy;  // the child's own calls ask as the parent's would
 
   PromptOutcome outcome;
   if (cancel.cancelled()) {
@@ -97,6 +98,7 @@ class SubagentTool final : public tools::Tool {
     return schema;
   }
   bool read_only() const override { return false; }
+  bool asks_approval() const override { return false; }
   bool delegates() const override { return true; }
 
   asio::awaitable<tools::ToolResult> run(const json::object& args, tools::ToolContext& context) override {

@@ -1,5 +1,6 @@
 #include "detail/turn.hpp"
 
+#include "harness/pending_decisions.hpp"
 #include "harness/session_registry.hpp"
 #include "harnessd/protocol/events.hpp"
 #include "harnessd/protocol/turn_end.hpp"
@@ -343,6 +344,14 @@ class TurnRun final : public llm::ChunkSink {
       run.result = tools::ToolResult::failure("INVALID_ARGUMENTS", std::move(problem));
       co_return;
     }
+    if (input_.approval_policy == protocol::ApprovalPolicy::ask && run.tool->asks_approval() &&
+        !session_.allowed_for_session(run.call->name)) {
+      std::optional<tools::ToolResult> refused = co_await seek_approval(run);
+      if (refused) {
+        run.result = std::move(*refused);
+        co_return;
+      }
+    }
     std::optional<tools::Workspace> workspace;
     try {
       // A network session without a cwd of its client gets a directory of
@@ -370,6 +379,7 @@ class TurnRun final : public llm::ChunkSink {
         .delegate = {},
         .sandbox_options = session_.registry().options().sandbox,
     };
+    context.ask_user = [this, &run](const json::array& questions) { return ask_questions(run, questions); };
     if (run.tool->delegates()) {
       context.delegate = [this](std::string, std::string prompt) {
         return run_subagent(session_, std::move(prompt), input_, sink_, cancel_);
@@ -381,6 +391,118 @@ class TurnRun final : public llm::ChunkSink {
       run.result = tools::ToolResult::failure("TOOL_FAILED", util::valid_utf8(e.what()));
     }
     run.result.text = util::valid_utf8(run.result.text);
+  }
+
+  /// Asks the session's clients whether `run` may go ahead: approval/requested,
+  /// a wait that holds no thread, approval/resolved. Returns the call's
+  /// result when it must not run (rejected, timed out, cancelled).
+  asio::awaitable<std::optional<tools::ToolResult>> seek_approval(ToolRun& run) {
+    const std::string id = "approval-" + std::to_string(turn_) + "-" + std::to_string(decisions_++);
+    protocol::ApprovalRequested requested{.turn = turn_,
+                                          .step = step_,
+                                          .call_id = run.call->id,
+                                          .approval_id = id,
+                                          .tool_name = run.call->name,
+                                          .arguments = run.call->arguments,
+                                          .reason = approval_reason(*run.tool)};
+    PendingDecisions::Ticket ticket = session_.decisions().open(PendingDecisions::Kind::approval, id);
+    add_decision_event(requested);
+    co_await flush();
+    const auto timeout = session_.registry().options().approval_timeout;
+    PendingDecisions::Settled settled = co_await ticket.wait(timeout, cancel_);
+
+    protocol::ApprovalResolved resolved{.approval_id = id, .source = settled.source};
+    std::optional<tools::ToolResult> refused;
+    switch (settled.source) {
+      case protocol::DecisionSource::client: {
+        const auto& reply = std::get<protocol::ApproveParams>(settled.reply);
+        resolved.outcome = reply.outcome;
+        if (reply.outcome == protocol::ApprovalOutcome::rejected) {
+          std::string text = "The user rejected this call of " + run.call->name;
+          text += reply.message ? ": " + util::valid_utf8(*reply.message) : std::string(".");
+          refused = tools::ToolResult::failure("REJECTED", std::move(text));
+        }
+        break;
+      }
+      case protocol::DecisionSource::timeout:
+        resolved.outcome = protocol::ApprovalOutcome::rejected;
+        refused = tools::ToolResult::failure(
+            "REJECTED", "Nobody approved this call of " + run.call->name + " within " +
+                            std::to_string(timeout.count() / 1000) + " s; it did not run.");
+        break;
+      case protocol::DecisionSource::cancel:
+        resolved.outcome = protocol::ApprovalOutcome::cancelled;
+        refused = tools::ToolResult::failure("CANCELLED", "The turn was cancelled before this call was approved.");
+        break;
+    }
+    add_decision_event(resolved);
+    co_await flush();
+    co_return refused;
+  }
+
+  /// What approval/requested tells the person deciding.
+  static std::string approval_reason(const tools::Tool& tool) {
+    if (tool.source() != "builtin") {
+      return std::string(tool.name()) + " comes from " + std::string(tool.source()) +
+             " and does not declare itself read-only";
+    }
+    return std::string(tool.name()) + " can change the workspace or run commands";
+  }
+
+  /// ask_user_question's wait: question/requested, the clients' answers (or
+  /// the timeout, or the cancel), question/resolved. The result's text is
+  /// the answers as a JSON array.
+  asio::awaitable<tools::ToolResult> ask_questions(ToolRun& run, const json::array& questions) {
+    const std::string id = "question-" + std::to_string(turn_) + "-" + std::to_string(decisions_++);
+    protocol::QuestionRequested requested{
+        .turn = turn_, .step = step_, .call_id = run.call->id, .question_id = id, .questions = questions};
+    PendingDecisions::Ticket ticket = session_.decisions().open(PendingDecisions::Kind::question, id, &questions);
+    add_decision_event(requested);
+    co_await flush();
+    const auto timeout = session_.registry().options().approval_timeout;
+    PendingDecisions::Settled settled = co_await ticket.wait(timeout, cancel_);
+
+    protocol::QuestionResolved resolved{.question_id = id};
+    tools::ToolResult result;
+    switch (settled.source) {
+      case protocol::DecisionSource::client: {
+        resolved.outcome = protocol::QuestionOutcome::answered;
+        json::array answers;
+        for (const protocol::Answer& answer : std::get<protocol::AnswerParams>(settled.reply).answers) {
+          json::value entry = json::value_from(answer);
+          if (json::value* custom = entry.get_object().if_contains("custom")) {
+            *custom = util::valid_utf8(custom->get_string());
+          }
+          answers.push_back(std::move(entry));
+        }
+        result.text = json::serialize(answers);
+        break;
+      }
+      case protocol::DecisionSource::timeout:
+        resolved.outcome = protocol::QuestionOutcome::timeout;
+        result = tools::ToolResult::failure("NO_ANSWER", "Nobody answered within " +
+                                                             std::to_string(timeout.count() / 1000) +
+                                                             " s; decide yourself and say which assumption you made.");
+        break;
+      case protocol::DecisionSource::cancel:
+        resolved.outcome = protocol::QuestionOutcome::cancelled;
+        result = tools::ToolResult::failure("CANCELLED", "The turn was cancelled before the user answered.");
+        break;
+    }
+    add_decision_event(resolved);
+    co_await flush();
+    co_return result;
+  }
+
+  /// A decision event, logged and streamed, and kept in the session's
+  /// account of pending and session-wide decisions.
+  template <class Event>
+  void add_decision_event(const Event& event) {
+    const json::value data = json::value_from(event);
+    const std::size_t start = begin_event();
+    session_.append_event(block_, Event::type, data.get_object());
+    end_event(start);
+    session_.track_decision_event(Event::type, data.get_object());
   }
 
   /// The call's arguments as an object with every field the schema
@@ -534,6 +656,7 @@ class TurnRun final : public llm::ChunkSink {
   std::vector<std::string_view> views_;                     ///< spans_ as the log takes them
   std::string chunk_json_;                                  ///< reused for each chunk's data
   std::size_t since_yield_ = 0;
+  std::int64_t decisions_ = 0;  ///< approvals and questions asked so far: their ids
   std::size_t turn_bytes_ = 0;  ///< of every event made so far (envelopes not counted)
   bool too_large_ = false;      ///< past --max-turn-bytes: the turn ends TURN_TOO_LARGE
 };

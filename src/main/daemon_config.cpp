@@ -110,6 +110,17 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
       ->default_str("off");
   app.add_flag("--web-fetch-allow-private", config.harness.sandbox.web_fetch_allow_private,
                "Let web_fetch reach loopback, private and link-local addresses too");
+  app.add_option_function<std::string>(
+         "--approval-policy",
+         [&config](const std::string& v) { config.server.approval_policy = protocol::parse_approval_policy(v); },
+         "Default initialize.approvalPolicy for every listener: \"ask\" makes each tool call that may change "
+         "something wait for a client's session/approve; unset: \"never\" on stdio, \"ask\" on network "
+         "listeners")
+      ->check(CLI::IsMember({"never", "ask"}));
+  add_ms(app, "--approval-timeout-ms", config.harness.approval_timeout,
+         "How long a tool call waits for an approval (then it is rejected) and ask_user_question for an "
+         "answer",
+         1);
   app.add_option("--tool-threads", config.harness.tool_threads,
                  "Threads for tools' blocking work (file reads, tree walks), apart from the I/O threads")
       ->check(CLI::Range(1u, 64u));

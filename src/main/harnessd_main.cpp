@@ -7,6 +7,7 @@
 #include "llm/deepseek_provider.hpp"
 #include "llm/provider.hpp"
 #include "llm/scripted_provider.hpp"
+#include "server/decision_forwarding.hpp"
 #include "server/metrics.hpp"
 #include "server/server.hpp"
 #include "server/tls_context.hpp"
@@ -226,6 +227,9 @@ int run(DaemonConfig config) {
     postgres->on_forwarded_cancel([&sessions](const std::string& id) {
       if (std::shared_ptr<harness::Session> session = sessions.find(id)) session->cancel("cancelled");
     });
+    // session/approve and session/answer sent to another node for a turn waiting here.
+    postgres->on_forwarded_decision(
+        [&sessions](const std::string& message) { server::apply_forwarded_decision(sessions, message); });
     postgres->start();
   }
   server::Metrics metrics;

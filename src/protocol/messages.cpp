@@ -80,6 +80,10 @@ InitializeParams tag_invoke(json::value_to_tag<InitializeParams>, const json::va
       *out.sandbox != "danger-full-access") {
     bad(R"(params.sandbox must be "read-only", "workspace-write" or "danger-full-access")");
   }
+  if (const std::optional<std::string> policy = optional_string(obj, "approvalPolicy")) {
+    out.approval_policy = parse_approval_policy(*policy);
+    if (!out.approval_policy) bad(R"(params.approvalPolicy must be "never" or "ask")");
+  }
   if (const std::optional<std::string> mode = optional_string(obj, "onDisconnect")) {
     if (*mode == "continue") {
       out.on_disconnect = OnDisconnect::continue_running;
@@ -125,6 +129,101 @@ CancelParams tag_invoke(json::value_to_tag<CancelParams>, const json::value& par
 ToolsListParams tag_invoke(json::value_to_tag<ToolsListParams>, const json::value& params) {
   (void)params_object(params);
   return {};
+}
+
+namespace {
+
+/// A required, non-empty string of at most 256 bytes (an approval or question id).
+std::string decision_id(const json::object& obj, std::string_view field) {
+  const std::optional<std::string> id = optional_string(obj, field);
+  if (!id || id->empty()) bad("params." + std::string(field) + " is required");
+  if (id->size() > 256) bad("params." + std::string(field) + " must be at most 256 bytes");
+  return *id;
+}
+
+std::optional<std::string> decision_text(const json::object& obj, std::string_view field, std::string_view where) {
+  std::optional<std::string> text;
+  const json::value* v = obj.if_contains(field);
+  if (v == nullptr || v->is_null()) return text;
+  if (!v->is_string()) bad(std::string(where) + " must be a string");
+  if (v->get_string().size() > max_decision_text_bytes) bad(std::string(where) + " must be at most 64 KiB");
+  text.emplace(v->get_string());
+  return text;
+}
+
+}  // namespace
+
+ApproveParams tag_invoke(json::value_to_tag<ApproveParams>, const json::value& params) {
+  const json::object& obj = params_object(params);
+  ApproveParams out;
+  out.session_id = session_id(obj);
+  out.approval_id = decision_id(obj, "approvalId");
+  const std::optional<std::string> outcome = optional_string(obj, "outcome");
+  if (!outcome) bad("params.outcome is required");
+  const std::optional<ApprovalOutcome> parsed = parse_approval_outcome(*outcome);
+  if (!parsed || *parsed == ApprovalOutcome::cancelled) {
+    bad(R"(params.outcome must be "allowed-once", "allowed-for-session" or "rejected")");
+  }
+  out.outcome = *parsed;
+  out.message = decision_text(obj, "message", "params.message");
+  return out;
+}
+
+AnswerParams tag_invoke(json::value_to_tag<AnswerParams>, const json::value& params) {
+  const json::object& obj = params_object(params);
+  AnswerParams out;
+  out.session_id = session_id(obj);
+  out.question_id = decision_id(obj, "questionId");
+  const json::value* answers = obj.if_contains("answers");
+  if (answers == nullptr || !answers->is_array()) bad("params.answers must be an array");
+  if (answers->get_array().size() > 64) bad("params.answers must hold at most 64 answers");
+  std::size_t i = 0;
+  for (const json::value& entry : answers->get_array()) {
+    const std::string where = "params.answers[" + std::to_string(i++) + "]";
+    if (!entry.is_object()) bad(where + " must be an object");
+    const json::object& a = entry.get_object();
+    Answer answer;
+    const json::value* id = a.if_contains("id");
+    if (id == nullptr || !id->is_string() || id->get_string().empty()) bad(where + ".id must be a non-empty string");
+    answer.id = std::string(id->get_string());
+    if (const json::value* selected = a.if_contains("selected"); selected != nullptr && !selected->is_null()) {
+      if (!selected->is_array() || selected->get_array().size() > 64) {
+        bad(where + ".selected must be an array of at most 64 labels");
+      }
+      for (const json::value& label : selected->get_array()) {
+        if (!label.is_string() || label.get_string().size() > 4096) bad(where + ".selected must hold strings");
+        answer.selected.emplace_back(label.get_string());
+      }
+    }
+    answer.custom = decision_text(a, "custom", where + ".custom");
+    out.answers.push_back(std::move(answer));
+  }
+  return out;
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const ApproveParams& params) {
+  json::object obj{{"sessionId", params.session_id},
+                   {"approvalId", params.approval_id},
+                   {"outcome", to_string(params.outcome)}};
+  if (params.message) obj["message"] = *params.message;
+  out = std::move(obj);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const Answer& answer) {
+  json::object obj{{"id", answer.id}, {"selected", json::array(answer.selected.begin(), answer.selected.end())}};
+  if (answer.custom) obj["custom"] = *answer.custom;
+  out = std::move(obj);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const AnswerParams& params) {
+  json::array answers;
+  for (const Answer& answer : params.answers) answers.push_back(json::value_from(answer));
+  out = json::object{
+      {"sessionId", params.session_id}, {"questionId", params.question_id}, {"answers", std::move(answers)}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const DecisionResult& result) {
+  out = json::object{{"accepted", result.accepted}};
 }
 
 void tag_invoke(json::value_from_tag, json::value& out, const ToolsListResult& result) {
@@ -194,6 +293,7 @@ void tag_invoke(json::value_from_tag, json::value& out, const ListResult& result
     json::object entry{{"sessionId", s.session_id},     {"createdAt", s.created_at}, {"updatedAt", s.updated_at},
                        {"lastSeq", s.last_seq},         {"turns", s.turns},          {"running", s.running}};
     if (s.parent_session_id) entry["parentSessionId"] = *s.parent_session_id;
+    if (s.waiting) entry["waiting"] = *s.waiting;
     sessions.push_back(std::move(entry));
   }
   json::object obj{{"sessions", std::move(sessions)}};

@@ -55,6 +55,7 @@ struct ClientState final : harness::TurnOwner {
   bool network = false;
   tools::SandboxMode sandbox = tools::SandboxMode::workspace_write;
   protocol::OnDisconnect on_disconnect = protocol::OnDisconnect::cancel;
+  protocol::ApprovalPolicy approval_policy = protocol::ApprovalPolicy::never;
   /// Sessions with a prompt of this client in flight, and how many.
   std::map<std::shared_ptr<harness::Session>, int> prompting;
 

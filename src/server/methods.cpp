@@ -11,6 +11,7 @@
 #include "harnessd/rpc/error_code.hpp"
 #include "util/version.hpp"
 #include "server/client_state.hpp"
+#include "server/decision_forwarding.hpp"
 #include "server/metrics.hpp"
 #include "server/outbox_sink.hpp"
 #include "server/subscription.hpp"
@@ -122,6 +123,8 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
   client.model = p.model.value_or(provider->default_model());
   client.max_tokens = p.max_tokens;
   client.on_disconnect = p.on_disconnect;
+  client.approval_policy = p.approval_policy.value_or(context.config.approval_policy.value_or(
+      client.network ? protocol::ApprovalPolicy::ask : protocol::ApprovalPolicy::never));
   client.initialized = true;
 
   protocol::InitializeResult result{.server_name = util::server_name,
@@ -158,6 +161,7 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   input.owner = &client;
   input.admit = true;
   input.run_detached = client.on_disconnect == protocol::OnDisconnect::continue_running;
+  input.approval_policy = client.approval_policy;
 
   OutboxSink sink(client.outbox, context.metrics, context.config.credentials.namespaced());
   ++client.prompting[session];
@@ -209,6 +213,58 @@ asio::awaitable<protocol::CancelResult> cancel(ClientState& client, protocol::Ca
   co_return protocol::CancelResult{.cancelled = cancelled};
 }
 
+/// On the session's strand: hands a client's decision to the wait it names.
+template <class Reply>
+asio::awaitable<harness::PendingDecisions::Resolution> resolve_here(std::shared_ptr<harness::Session> session,
+                                                                   Reply reply) {
+  co_return session->decisions().resolve(std::move(reply));
+}
+
+/// session/approve and session/answer: the decision goes to the turn that
+/// waits for it, on this node or (a shared store) on the node running the
+/// session; -32602 with data.reason "not-pending" when nothing waits for it.
+template <class Reply>
+asio::awaitable<protocol::DecisionResult> decide(ClientState& client, Reply reply, std::string_view kind,
+                                                 const std::string& decision_id) {
+  const std::string wire_id = reply.session_id;
+  reply.session_id = store_id(client, wire_id);
+  harness::SessionRegistry& sessions = client.context.sessions;
+  using Status = harness::PendingDecisions::Resolution::Status;
+  harness::PendingDecisions::Resolution resolution;
+  if (std::shared_ptr<harness::Session> session = sessions.find(reply.session_id)) {
+    resolution = co_await asio::co_spawn(session->strand(), resolve_here(session, reply), asio::use_awaitable);
+  }
+  if (resolution.status == Status::not_pending && sessions.store().shared()) {
+    rpc::EventEnvelope wire = rpc::session_event_envelope(shown_id(client.context, reply.session_id));
+    harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
+    const bool forwarded = co_await forward_decision(sessions, std::move(reply), std::move(envelope));
+    resolution.status = forwarded ? Status::accepted : Status::not_pending;
+  }
+  switch (resolution.status) {
+    case Status::accepted:
+      break;
+    case Status::invalid:
+      throw RpcError(ErrorCode::invalid_params, resolution.problem,
+                     json::object{{"sessionId", wire_id}, {std::string(kind) + "Id", decision_id}});
+    case Status::not_pending:
+      throw RpcError(ErrorCode::invalid_params, "no pending " + std::string(kind) + " " + decision_id + " in session " + wire_id,
+                     json::object{{"reason", "not-pending"}, {"sessionId", wire_id}, {std::string(kind) + "Id", decision_id}});
+  }
+  co_return protocol::DecisionResult{.accepted = true};
+}
+
+asio::awaitable<protocol::DecisionResult> approve(ClientState& client, protocol::ApproveParams p) {
+  const std::string id = p.approval_id;
+  protocol::DecisionResult result = co_await decide(client, std::move(p), "approval", id);
+  co_return result;
+}
+
+asio::awaitable<protocol::DecisionResult> answer(ClientState& client, protocol::AnswerParams p) {
+  const std::string id = p.question_id;
+  protocol::DecisionResult result = co_await decide(client, std::move(p), "question", id);
+  co_return result;
+}
+
 protocol::ShutdownResult shutdown(ClientState&, protocol::ShutdownParams) { return {}; }
 
 // A page of session/events holds about this much, so one answer stays a
@@ -235,6 +291,14 @@ std::size_t answer_bytes(const store::EventPage& page) {
 
 [[noreturn]] void unknown_session(const std::string& id) {
   throw RpcError(ErrorCode::invalid_params, "unknown session: " + id, json::object{{"sessionId", id}});
+}
+
+/// session/list's `waiting` of a session loaded here (or null).
+std::optional<std::string> waiting_for(const harness::Session* session) {
+  std::optional<std::string> waiting;
+  if (session == nullptr) return waiting;
+  if (const auto kind = session->waiting()) waiting.emplace(harness::to_string(*kind));
+  return waiting;
 }
 
 asio::awaitable<protocol::ListResult> list(ClientState& client, protocol::ListParams p) {
@@ -274,7 +338,8 @@ asio::awaitable<protocol::ListResult> list(ClientState& client, protocol::ListPa
                                                          .last_seq = info.last_seq,
                                                          .turns = info.turns,
                                                          .running = (loaded && loaded->reserved()) || info.leased,
-                                                         .parent_session_id = std::move(parent)});
+                                                         .parent_session_id = std::move(parent),
+                                                         .waiting = waiting_for(loaded.get())});
     }
   } while (cursor && result.sessions.size() < limit && scanned < scan_budget);
   result.next_cursor = std::move(cursor);
@@ -467,6 +532,12 @@ constexpr MethodSpec table[] = {
     {.method = Method::tools_list,
      .requires_initialize = true,
      .invoke = &invoke<protocol::ToolsListParams, &tools_list>},
+    {.method = Method::session_approve,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::ApproveParams, &approve>},
+    {.method = Method::session_answer,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::AnswerParams, &answer>},
 };
 
 constexpr bool table_in_method_order() {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "auth/credentials.hpp"
+#include "harnessd/protocol/decisions.hpp"
 #include "server/outbox.hpp"
 
 #include <atomic>
@@ -52,6 +53,9 @@ struct ServerConfig {
   /// Network clients' workspaces live under it (with principals, under
   /// ROOT/PRINCIPAL); their initialize.cwd must resolve inside it.
   std::string workspace_root;
+  /// initialize.approvalPolicy of clients that send none; unset: `never` on
+  /// stdio, `ask` on network listeners.
+  std::optional<protocol::ApprovalPolicy> approval_policy;
   /// Network clients may ask for sandbox "danger-full-access".
   bool allow_full_access = false;
   /// Who network clients may be; none configured: anyone, as the anonymous

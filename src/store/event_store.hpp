@@ -153,6 +153,16 @@ class EventStore {
   virtual boost::asio::awaitable<bool> forward_cancel(std::string /*session_id*/) { co_return false; }
   /// Who acts on cancels forwarded from other nodes (called on a store thread).
   virtual void on_forwarded_cancel(std::function<void(const std::string&)> /*handler*/) {}
+  /// session/approve or session/answer for a turn running on another node:
+  /// `message` (at most max_forwarded_bytes) goes to that node. True when a
+  /// live node runs the session and was sent it.
+  virtual boost::asio::awaitable<bool> forward_decision(std::string /*session_id*/, std::string /*message*/) {
+    co_return false;
+  }
+  /// Who acts on decisions forwarded from other nodes (called on a store thread).
+  virtual void on_forwarded_decision(std::function<void(const std::string&)> /*handler*/) {}
+  /// The largest message forward_decision() carries.
+  static constexpr std::size_t max_forwarded_bytes = 7900;
   /// The database's state for /healthz ("ok" or why not); empty: no database.
   virtual std::string database_status() const { return {}; }
   /// The store's own lines for /metrics (Prometheus text), if any.

@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -119,6 +120,7 @@ WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3
 )sql";
 
 constexpr std::string_view cancel_channel = "harnessd_cancel";
+constexpr std::string_view decision_channel = "harnessd_decision";
 
 // A commit group holds at most this much; the rest waits for the next one.
 constexpr std::size_t group_max_events = 4096;
@@ -200,6 +202,7 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
 
   std::mutex cancel_mutex;
   std::function<void(const std::string&)> on_cancel;
+  std::function<void(const std::string&)> on_decision;
   Connection* listening = nullptr;  ///< the listener's connection (under cancel_mutex)
 
   State(asio::any_io_executor ex, PostgresOptions o)
@@ -417,21 +420,30 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
           }
         } listening_now(*this, conn.get());
         if (stopping.load()) co_return;
-        const std::string listen = "LISTEN " + std::string(cancel_channel);
-        const Statement statement{listen, {}};
-        const Result listening = co_await conn->run(statement);
-        checked(listening, "LISTEN");
+        static constexpr std::array<std::string_view, 2> channels{cancel_channel, decision_channel};
+        for (const std::string_view channel : channels) {
+          const std::string listen = "LISTEN " + std::string(channel);
+          const Statement statement{listen, {}};
+          const Result listening = co_await conn->run(statement);
+          checked(listening, "LISTEN");
+        }
         set_health("ok");
         for (;;) {
           std::vector<pg::Notification> notes = co_await conn->notifications();
-          std::function<void(const std::string&)> handler;
+          std::function<void(const std::string&)> cancel_handler;
+          std::function<void(const std::string&)> decision_handler;
           {
             std::lock_guard lock(cancel_mutex);
-            handler = on_cancel;
+            cancel_handler = on_cancel;
+            decision_handler = on_decision;
           }
           for (const pg::Notification& n : notes) {
+            if (n.channel == decision_channel) {
+              if (decision_handler) decision_handler(n.payload);
+              continue;
+            }
             cancels_received.fetch_add(1);
-            if (handler) handler(n.payload);
+            if (cancel_handler) cancel_handler(n.payload);
           }
         }
       } catch (const std::system_error& e) {
@@ -801,6 +813,23 @@ asio::awaitable<bool> PostgresStore::forward_cancel(std::string session_id) {
 void PostgresStore::on_forwarded_cancel(std::function<void(const std::string&)> handler) {
   std::lock_guard lock(state_->cancel_mutex);
   state_->on_cancel = std::move(handler);
+}
+
+asio::awaitable<bool> PostgresStore::forward_decision(std::string session_id, std::string message) {
+  std::shared_ptr<State> state = state_;
+  auto conn = co_await state->acquire();
+  const Statement statement{
+      "SELECT pg_notify($3, $4) FROM harnessd_sessions WHERE id = $1 AND "
+      "lease_owner IS NOT NULL AND lease_owner <> $2 AND lease_until > now()",
+      {session_id, state->options.node_id, std::string(decision_channel), message}};
+  const Result r = co_await conn->run(statement);
+  checked(r, "forwarding a decision");
+  co_return !r.rows.empty();
+}
+
+void PostgresStore::on_forwarded_decision(std::function<void(const std::string&)> handler) {
+  std::lock_guard lock(state_->cancel_mutex);
+  state_->on_decision = std::move(handler);
 }
 
 std::string PostgresStore::database_status() const {

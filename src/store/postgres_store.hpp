@@ -44,6 +44,8 @@ class PostgresStore final : public EventStore {
   bool shared() const override { return true; }
   boost::asio::awaitable<bool> forward_cancel(std::string session_id) override;
   void on_forwarded_cancel(std::function<void(const std::string&)> handler) override;
+  boost::asio::awaitable<bool> forward_decision(std::string session_id, std::string message) override;
+  void on_forwarded_decision(std::function<void(const std::string&)> handler) override;
   std::string database_status() const override;
   std::string metrics() const override;
   void begin_stop() override;

@@ -40,6 +40,7 @@ class TodoWriteTool final : public Tool {
     return schema;
   }
   bool read_only() const override { return false; }
+  bool asks_approval() const override { return false; }
 
   asio::awaitable<ToolResult> run(const json::object& args, ToolContext& context) override {
     const json::value& todos = args.at("todos");

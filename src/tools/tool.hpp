@@ -49,6 +49,11 @@ class Tool {
   virtual const boost::json::object& input_schema() const = 0;
   /// Read-only tools of one step run in parallel and never ask for approval.
   virtual bool read_only() const = 0;
+  /// Under the `ask` approval policy, whether a call waits for a client's
+  /// approval. Every tool that may change something does, except those
+  /// whose effect stays inside the session (a todo list, a question to the
+  /// user, a child session whose own calls ask for themselves).
+  virtual bool asks_approval() const { return !read_only(); }
   /// "builtin", or "mcp:SERVER".
   virtual std::string_view source() const { return "builtin"; }
   /// Starts child sessions (subagent): offered only below the delegation

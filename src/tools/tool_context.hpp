@@ -8,6 +8,7 @@
 #include "tools/workspace.hpp"
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
 #include <functional>
@@ -39,6 +40,10 @@ struct ToolContext {
   std::function<boost::asio::awaitable<ToolResult>(std::string description, std::string prompt)> delegate;
   /// The daemon's sandbox settings (--sandbox-network and the like).
   const SandboxOptions& sandbox_options;
+  /// Puts questions (ask_user_question's validated `questions`) to the
+  /// session's clients and waits for their answers, the timeout or the
+  /// turn's cancel; the result is what the tool returns.
+  std::function<boost::asio::awaitable<ToolResult>(const boost::json::array& questions)> ask_user;
 };
 
 }  // namespace harnessd::tools

@@ -1,7 +1,9 @@
 """A model that fixes a bug the way a real one does, against the OpenAI mock:
 grep -> read -> edit -> bash (run the test) over the deepseek provider, in a
 small git repository the test makes, over TCP. The model is offered exactly
-what tools/list returns, and sees each tool's result in its next request."""
+what tools/list returns, and sees each tool's result in its next request.
+The client approves each call that changes something (the network
+listener's default policy is `ask`); the reads run without asking."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import subprocess
 
 import pytest
 
-from harnessd_helpers import result_of
+from harnessd_helpers import is_notification, is_response, result_of
 from test_deepseek import ds_conn, ds_daemon, mock  # noqa: F401  (the mock fixture)
 
 OK = {"status": "ok", "reason": {"kind": "completed"}}
@@ -45,8 +47,24 @@ def test_model_fixes_a_bug_in_a_git_repository(spawn, mock, tmp_path):  # noqa: 
     d = ds_daemon(spawn, m, args=["--workspace-root", str(root)])
     c = ds_conn(d, cwd="calc")
     offered = result_of(c.response(c.request("tools/list", {})))["tools"]
-    resp, events = c.run_prompt("fix", "add() is wrong; fix it and run the tests", timeout=60)
+    start = len(c.frames)
+    rid = c.prompt("fix", "add() is wrong; fix it and run the tests")
+    approved = []
+    scanned = start
+    while not any(is_response(f.obj, rid) for f in c.frames[start:]):
+        idx, frame = c.wait_frame(lambda o: is_response(o, rid) or (
+            is_notification(o, "session.event") and o["params"]["event"]["type"] == "approval/requested"),
+            timeout=60, start=scanned, what="an approval request or the response")
+        scanned = idx + 1
+        if is_response(frame, rid):
+            break
+        data = frame["params"]["event"]["data"]
+        approved.append(data["toolName"])
+        c.request("session/approve", {"sessionId": "fix", "approvalId": data["approvalId"], "outcome": "allowed-once"})
+    idx, resp = c.response_index(rid)
+    events = c.session_events("fix", idx, start)
     assert result_of(resp) == OK, resp
+    assert approved == ["edit", "bash"], approved
 
     results = {e["data"]["callId"]: e["data"] for e in events if e["type"] == "tool/result"}
     assert [cid for cid in results] == ["c1", "c2", "c3", "c4"]

@@ -149,10 +149,17 @@ def test_todo_write_is_logged_and_survives_a_restart(spawn, tmp_path):
     assert not results[0]["isError"], results
 
 
-def test_ask_user_question_has_no_answerer_yet(stdio_ws):
+def test_ask_user_question_over_stdio(stdio_ws):
     c, _ = stdio_ws
-    _, results = run_tools(c, "ask", ("ask_user_question", {"questions": [{"id": "q", "question": "tabs?"}]}))
-    assert results[0]["error"]["code"] == "NO_ANSWERER"
+    rid = c.prompt("ask", tool_line("ask_user_question", {"questions": [{"id": "q", "question": "tabs?"}]}))
+    _, frame = c.wait_frame(lambda o: is_notification(o, "session.event")
+                            and o["params"]["event"]["type"] == "question/requested", what="question/requested")
+    qid = frame["params"]["event"]["data"]["questionId"]
+    answer = {"sessionId": "ask", "questionId": qid, "answers": [{"id": "q", "selected": [], "custom": "spaces"}]}
+    assert result_of(c.response(c.request("session/answer", answer))) == {"accepted": True}
+    assert result_of(c.response(rid)) == OK
+    results = [e["data"] for e in events_of(c.frames, "ask", "tool/result")]
+    assert json.loads(results[0]["content"][0]["text"]) == answer["answers"]
 
 
 # -- network listeners: workspaces under --workspace-root -----------------------------
@@ -169,13 +176,13 @@ def test_network_cwd_is_confined_to_the_workspace_root(spawn, tmp_path):
     rid = c2.request("initialize", {"sandbox": "danger-full-access"})
     assert error_of(c2.response(rid))["code"] == INVALID_PARAMS
     c3 = d.connect()
-    c3.initialize(cwd="project")
+    c3.initialize(cwd="project", approvalPolicy="never")
     _, results = run_tools(c3, "net", ("write", {"file_path": "hello.txt", "content": "hi\n"}))
     assert not results[0]["isError"], results
     assert (root / "project" / "hello.txt").read_text() == "hi\n"
     # Without cwd each session gets a directory of its own.
     c4 = d.connect()
-    c4.initialize()
+    c4.initialize(approvalPolicy="never")
     _, results = run_tools(c4, "own-dir", ("write", {"file_path": "x.txt", "content": "x"}))
     assert not results[0]["isError"], results
     assert (root / "own-dir" / "x.txt").read_text() == "x"
@@ -184,7 +191,7 @@ def test_network_cwd_is_confined_to_the_workspace_root(spawn, tmp_path):
 def test_tools_over_websocket(spawn, tmp_path):
     d = ws_daemon(spawn, "--workspace-root", str(tmp_path / "roots"))
     c = ws_conn(d, d.ws_port)
-    c.initialize(**init_params(cwd="w"))
+    c.initialize(**init_params(cwd="w", approvalPolicy="never"))
     names = {t["name"] for t in result_of(c.response(c.request("tools/list", {})))["tools"]}
     assert "read" in names
     _, results = run_tools(c, "ws", ("write", {"file_path": "a", "content": "b"}), ("glob", {"pattern": "*"}))
@@ -322,7 +329,7 @@ def test_a_stopping_daemon_kills_its_tools_processes(spawn, tmp_path):
     # The drain gives the running turn half a second, then cancels it.
     d = spawn(args=["--workspace-root", str(tmp_path / "roots"), "--drain-timeout-ms", "500"])
     c = d.connect()
-    c.initialize(cwd="w", onDisconnect="continue")
+    c.initialize(cwd="w", onDisconnect="continue", approvalPolicy="never")
     _, results = run_tools(c, "bg", ("bash", {"command": f"{marker} & {marker}", "description": "wait",
                                               "run_in_background": True}))
     if results[0].get("error", {}).get("code") == "SANDBOX_UNAVAILABLE":

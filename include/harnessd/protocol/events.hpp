@@ -4,11 +4,13 @@
 #pragma once
 
 #include "harnessd/protocol/chunk.hpp"
+#include "harnessd/protocol/decisions.hpp"
 #include "harnessd/protocol/turn_end.hpp"
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value_from.hpp>
+#include <boost/json/value_to.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -90,6 +92,42 @@ struct TurnEnd {
   TurnEndReason reason;
 };
 
+/// A tool call waits for a client's decision (approval policy `ask`).
+struct ApprovalRequested {
+  static constexpr std::string_view type = "approval/requested";
+  std::int64_t turn = 0;
+  int step = 0;
+  std::string call_id;
+  std::string approval_id;  ///< what session/approve names
+  std::string tool_name;
+  std::string arguments;  ///< JSON text, as in tool/call
+  std::string reason;     ///< why the call needs a decision, for the person deciding
+};
+
+struct ApprovalResolved {
+  static constexpr std::string_view type = "approval/resolved";
+  std::string approval_id;
+  ApprovalOutcome outcome = ApprovalOutcome::rejected;
+  DecisionSource source = DecisionSource::client;
+};
+
+/// ask_user_question waits for session/answer.
+struct QuestionRequested {
+  static constexpr std::string_view type = "question/requested";
+  std::int64_t turn = 0;
+  int step = 0;
+  std::string call_id;
+  std::string question_id;
+  /// As the model asked them: [{id, question, header?, options?: [{label, description?}], multi_select?}].
+  boost::json::array questions;
+};
+
+struct QuestionResolved {
+  static constexpr std::string_view type = "question/resolved";
+  std::string question_id;
+  QuestionOutcome outcome = QuestionOutcome::answered;
+};
+
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const TurnStart& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const UserMessage& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const StepStart& event);
@@ -98,5 +136,16 @@ void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Assi
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolCallEvent& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolResult& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const TurnEnd& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ApprovalRequested& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ApprovalResolved& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const QuestionRequested& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const QuestionResolved& event);
+
+// The decision events read back (clients, and the session's replay of its
+// log); throw std::invalid_argument for data of another shape.
+ApprovalRequested tag_invoke(boost::json::value_to_tag<ApprovalRequested>, const boost::json::value& data);
+ApprovalResolved tag_invoke(boost::json::value_to_tag<ApprovalResolved>, const boost::json::value& data);
+QuestionRequested tag_invoke(boost::json::value_to_tag<QuestionRequested>, const boost::json::value& data);
+QuestionResolved tag_invoke(boost::json::value_to_tag<QuestionResolved>, const boost::json::value& data);
 
 }  // namespace harnessd::protocol

@@ -5,6 +5,7 @@
 // field; the daemon answers that as -32602 in one place (its method table).
 #pragma once
 
+#include "harnessd/protocol/decisions.hpp"
 #include "harnessd/protocol/session_id.hpp"
 #include "harnessd/protocol/turn_end.hpp"
 
@@ -35,6 +36,9 @@ struct InitializeParams {
   /// "read-only", "workspace-write" or "danger-full-access" (checked by the
   /// daemon, which knows which modes this listener allows).
   std::optional<std::string> sandbox;
+  /// Unset: the listener's default (stdio `never`, network `ask`, or
+  /// --approval-policy).
+  std::optional<ApprovalPolicy> approval_policy;
 };
 
 struct InitializeResult {
@@ -85,6 +89,8 @@ struct SessionSummary {
   std::int64_t turns = 0;
   bool running = false;
   std::optional<std::string> parent_session_id;
+  /// While its turn waits for a client: "approval" or "question".
+  std::optional<std::string> waiting;
 };
 
 struct ListResult {
@@ -126,6 +132,34 @@ struct UnsubscribeResult {
 
 struct ToolsListParams {};
 
+/// Longest `message` of session/approve and `custom` of an answer.
+inline constexpr std::size_t max_decision_text_bytes = 64 * 1024;
+
+struct ApproveParams {
+  std::string session_id;
+  std::string approval_id;
+  ApprovalOutcome outcome = ApprovalOutcome::rejected;  ///< never `cancelled`
+  std::optional<std::string> message;  ///< with `rejected`: told to the model
+};
+
+/// One question's answer in session/answer.
+struct Answer {
+  std::string id;                     ///< the question's id
+  std::vector<std::string> selected;  ///< labels of its options
+  std::optional<std::string> custom;  ///< free text
+};
+
+struct AnswerParams {
+  std::string session_id;
+  std::string question_id;
+  std::vector<Answer> answers;  ///< empty: the user declined to answer
+};
+
+/// The answer to session/approve and session/answer.
+struct DecisionResult {
+  bool accepted = true;
+};
+
 /// One tool the model of this connection's sessions is offered.
 struct ToolInfo {
   std::string name;
@@ -148,6 +182,13 @@ EventsParams tag_invoke(boost::json::value_to_tag<EventsParams>, const boost::js
 SubscribeParams tag_invoke(boost::json::value_to_tag<SubscribeParams>, const boost::json::value& params);
 UnsubscribeParams tag_invoke(boost::json::value_to_tag<UnsubscribeParams>, const boost::json::value& params);
 ToolsListParams tag_invoke(boost::json::value_to_tag<ToolsListParams>, const boost::json::value& params);
+ApproveParams tag_invoke(boost::json::value_to_tag<ApproveParams>, const boost::json::value& params);
+AnswerParams tag_invoke(boost::json::value_to_tag<AnswerParams>, const boost::json::value& params);
+
+// The other way, for clients: the request's params as sent.
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ApproveParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Answer& answer);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const AnswerParams& params);
 
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const InitializeResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const PromptResult& result);
@@ -157,6 +198,7 @@ void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Tool
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ListResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const SubscribeResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const UnsubscribeResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const DecisionResult& result);
 
 /// The wire form of the result, serialized: the log's lines are copied in
 /// as they are (EventsResult has no value_from).

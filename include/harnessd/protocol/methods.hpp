@@ -19,11 +19,14 @@ enum class Method : std::size_t {
   session_subscribe,
   session_unsubscribe,
   tools_list,
+  session_approve,
+  session_answer,
 };
 
-inline constexpr std::array<std::string_view, 9> method_names = {
-    "initialize",   "session/prompt", "session/cancel",    "shutdown",  "session/list",
-    "session/events", "session/subscribe", "session/unsubscribe", "tools/list"};
+inline constexpr std::array<std::string_view, 11> method_names = {
+    "initialize",        "session/prompt",      "session/cancel", "shutdown",        "session/list",
+    "session/events",    "session/subscribe",   "session/unsubscribe", "tools/list", "session/approve",
+    "session/answer"};
 
 constexpr std::string_view name_of(Method method) { return method_names[static_cast<std::size_t>(method)]; }
 
