@@ -861,6 +861,25 @@ def check_event(ev: Any) -> None:
         assert isinstance(d.get("content"), list), ev
         for b in d["content"]:
             check_block(b)
+    elif t == "approval/requested":
+        assert _is_int(d.get("turn")) and _is_int(d.get("step")), ev
+        for k in ("callId", "approvalId", "toolName", "arguments", "reason"):
+            assert isinstance(d.get(k), str), ev
+        json.loads(d["arguments"])
+    elif t == "approval/resolved":
+        assert isinstance(d.get("approvalId"), str), ev
+        assert (d.get("outcome"), d.get("source")) in {
+            ("allowed-once", "client"), ("allowed-for-session", "client"), ("rejected", "client"),
+            ("rejected", "timeout"), ("cancelled", "cancel")}, ev
+    elif t == "question/requested":
+        assert _is_int(d.get("turn")) and _is_int(d.get("step")), ev
+        assert isinstance(d.get("callId"), str) and isinstance(d.get("questionId"), str), ev
+        assert isinstance(d.get("questions"), list) and d["questions"], ev
+    elif t == "question/resolved":
+        assert isinstance(d.get("questionId"), str), ev
+        assert d.get("outcome") in ("answered", "timeout", "cancelled"), ev
+    elif t == "todo/write":
+        assert isinstance(d.get("todos"), list), ev
     elif t == "turn/end":
         assert _is_int(d.get("turn")), ev
         r = d.get("reason")

@@ -716,6 +716,37 @@ def test_cancel_sent_to_another_node_stops_the_turn(spawn, pg_db):
     assert ev_b[0]["seq"] == ev_a[-1]["seq"] + 1
 
 
+def test_approval_sent_to_another_node_reaches_the_waiting_turn(spawn, pg_db, tmp_path):
+    a = start_node(spawn, pg_db, "node-a", extra=("--workspace-root", str(tmp_path / "ws")))
+    b = start_node(spawn, pg_db, "node-b", extra=("--workspace-root", str(tmp_path / "ws")))
+    ca, cb = client(a), client(b)
+    pa = ca.prompt("x", '@tool write {"file_path": "a.txt", "content": "hi"}')
+    _, frame = ca.wait_frame(lambda o: o.get("method") == "session.event"
+                             and o["params"]["event"]["type"] == "approval/requested", timeout=10)
+    approval_id = frame["params"]["event"]["data"]["approvalId"]
+
+    # Not pending anywhere: refused by the node that does not run the turn.
+    rid = cb.request("session/approve", {"sessionId": "x", "approvalId": approval_id + "9", "outcome": "allowed-once"})
+    assert error_of(cb.response(rid, timeout=10))["data"]["reason"] == "not-pending"
+    sent = time.monotonic()
+    rid = cb.request("session/approve", {"sessionId": "x", "approvalId": approval_id, "outcome": "rejected",
+                                         "message": "from node b"})
+    assert result_of(cb.response(rid, timeout=10)) == {"accepted": True}
+    idx, resp = ca.response_index(pa, timeout=15)
+    assert ca.frames[idx].at - sent < 5.0
+    assert result_of(resp) == OK
+    events = [ev for ev, _ in notified(ca, "x")]
+    resolved = [e["data"] for e in events if e["type"] == "approval/resolved"]
+    assert resolved == [{"approvalId": approval_id, "outcome": "rejected", "source": "client"}]
+    result = [e["data"] for e in events if e["type"] == "tool/result"][0]
+    assert result["error"]["code"] == "REJECTED" and "from node b" in result["content"][0]["text"]
+    assert db_events(pg_db, "x") == events
+    # Decided: a second decision is not pending on either node.
+    for c in (ca, cb):
+        rid = c.request("session/approve", {"sessionId": "x", "approvalId": approval_id, "outcome": "allowed-once"})
+        assert error_of(c.response(rid, timeout=10))["data"]["reason"] == "not-pending"
+
+
 # ---------------------------------------------------------------------------
 # a write the database refuses fails its own turn only
 
