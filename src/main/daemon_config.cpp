@@ -75,11 +75,12 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
   // harness
   add_ms(app, "--session-idle-ms", config.harness.session_idle,
          "Evict a session (close its log, free its memory) after this long without a prompt; its next "
-         "prompt loads it again",
+         "prompt loads it again. With --store memory this ends the session: its events live nowhere else",
          1, 86'400'000);
   app.add_option("--max-open-logs", config.max_open_logs,
                  "Loaded sessions (one open log each) before the least recently used idle ones are evicted "
-                 "(0: a quarter of the file descriptor limit)");
+                 "(0: a quarter of the file descriptor limit); not with --store memory, whose sessions hold no "
+                 "file and end only after --session-idle-ms");
   app.add_option("--max-running-turns", config.max_running_turns,
                  "Turns running at once; later prompts wait in line (0: 256, or an eighth of the file "
                  "descriptor limit if that is lower)")

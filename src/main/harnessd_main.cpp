@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <thread>
 
@@ -208,6 +209,9 @@ int run(DaemonConfig config) {
   harness::HarnessOptions& harness_options = config.harness;
   harness_options.max_open_logs =
       config.max_open_logs > 0 ? config.max_open_logs : std::max<std::size_t>(16, fd_limit / 4);
+  // A memory session holds no file, and evicting it would end it (its
+  // events live nowhere else): only --session-idle-ms ends one.
+  if (config.store == "memory") harness_options.max_open_logs = std::numeric_limits<std::size_t>::max();
   // A running turn holds its log (and its children's) open: with few
   // descriptors, fewer turns run at once and the rest wait in line.
   harness_options.max_running_turns =
@@ -412,7 +416,9 @@ int run(DaemonConfig config) {
   spdlog::info("harnessd {} ready (store: {}{}, threads: {}, max open logs: {}, max running turns: {})",
                util::version, store->kind(),
                store->kind() == "jsonl" ? ", sync: " + std::string(store::to_string(config.jsonl.sync)) : "",
-               config.threads, harness_options.max_open_logs, harness_options.max_running_turns);
+               config.threads,
+               config.store == "memory" ? std::string("unbounded") : std::to_string(harness_options.max_open_logs),
+               harness_options.max_running_turns);
 
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < config.threads; ++i) pool.emplace_back([&io] { io.run(); });

@@ -442,3 +442,24 @@ def test_a_child_session_can_be_read_and_followed(daemon):
     b.initialize()
     assert result_of(call(b, "session/subscribe", {"sessionId": child, "afterSeq": -1}))["lastSeq"] == page["lastSeq"]
     assert events_of(b, child) == page["events"]
+
+
+def test_memory_sessions_are_not_evicted_for_the_open_log_cap(spawn):
+    """--store memory holds no files: --max-open-logs must not end live sessions
+    (their events live nowhere else); a second turn continues the first one's seqs."""
+    d = spawn(args=["--store", "memory", "--max-open-logs", "16"])
+    c = d.connect()
+    c.initialize()
+    sessions = [f"m{i}" for i in range(64)]
+    last = {}
+    for sid in sessions:
+        resp, evs = c.run_prompt(sid, "@chunks 3 4")
+        assert result_of(resp)["status"] == "ok", resp
+        last[sid] = evs[-1]["seq"]
+    for sid in sessions:
+        resp, evs = c.run_prompt(sid, "again")
+        assert result_of(resp)["status"] == "ok", resp
+        assert evs[0]["type"] == "turn/start" and evs[0]["seq"] == last[sid] + 1, (sid, evs[0], last[sid])
+        assert evs[0]["data"]["turn"] == 1, evs[0]
+    listed = result_of(c.response(c.request("session/list", {"limit": 1000})))["sessions"]
+    assert {s["sessionId"] for s in listed} >= set(sessions)
