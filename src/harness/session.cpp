@@ -228,6 +228,7 @@ void Session::apply_catch_up(store::SessionLog::CatchUp caught, const EventSink:
     next_seq_ = 0;
     next_turn_ = 0;
     messages_.clear();
+    message_seqs_.clear();
     open_turn_.reset();
     written_seq_ = -1;  // also when the store holds no event of it yet (the return below)
   }
@@ -326,7 +327,7 @@ void Session::replay(std::vector<json::object> events) {
     } else if (type == "turn/end") {
       open_turn_.reset();
     }
-    apply_to_conversation(type, d);
+    apply_to_conversation(next_seq_ - 1, type, d);
   }
   if (next_seq_ >= max_events) refuse_log(id_, "too many events");
 }
@@ -343,6 +344,7 @@ void Session::append_event(std::string& out, std::string_view type, const json::
 
 void Session::append_message_event(std::string& out, std::string_view type, const json::object& data,
                                    llm::ChatMessage message) {
+  message_seqs_.push_back(next_seq_);  // the seq append_event stamps
   append_event(out, type, data);
   messages_.push_back(std::move(message));
 }
@@ -379,6 +381,26 @@ boost::asio::awaitable<void> Session::end_turn_in_log() { co_await log_->end_tur
 
 // The conversation from logged events: what a loaded session resumes with.
 // A live turn hands over its typed messages instead (append_message_event).
+void Session::apply_compaction(std::string summary, std::int64_t shadowed_to, std::int64_t summary_seq) {
+  // Every message up to shadowed_to (an earlier summary included) gives way
+  // to the new summary; the newer ones stay as they are.
+  std::size_t kept = 0;
+  while (kept < message_seqs_.size() && message_seqs_[kept] <= shadowed_to) ++kept;
+  std::vector<ChatMessage> messages;
+  std::vector<std::int64_t> seqs;
+  messages.reserve(messages_.size() - kept + 1);
+  seqs.reserve(messages.capacity());
+  messages.push_back(ChatMessage{.role = ChatMessage::Role::user,
+                                 .text = "<compacted-summary>\n" + summary + "\n</compacted-summary>"});
+  seqs.push_back(summary_seq);
+  for (std::size_t i = kept; i < messages_.size(); ++i) {
+    messages.push_back(std::move(messages_[i]));
+    seqs.push_back(message_seqs_[i]);
+  }
+  messages_ = std::move(messages);
+  message_seqs_ = std::move(seqs);
+}
+
 void Session::track_decision_event(std::string_view type, const json::object& data) {
   if (type == "approval/requested") {
     logged_pending_[std::string(util::string_field(data, "approvalId"))] =
@@ -401,8 +423,17 @@ void Session::track_decision_event(std::string_view type, const json::object& da
   }
 }
 
-void Session::apply_to_conversation(std::string_view type, const json::object& data) {
+void Session::apply_to_conversation(std::int64_t seq, std::string_view type, const json::object& data) {
   track_decision_event(type, data);
+  const std::size_t before = messages_.size();
+  if (type == "compact/summary") {
+    const json::value* shadowed = data.if_contains("shadowedSeqs");
+    if (shadowed != nullptr && shadowed->is_array() && shadowed->get_array().size() == 2 &&
+        shadowed->get_array()[1].is_int64()) {
+      apply_compaction(std::string(util::string_field(data, "summary")), shadowed->get_array()[1].get_int64(), seq);
+    }
+    return;
+  }
   if (type == "user/message") {
     messages_.push_back(ChatMessage{.role = ChatMessage::Role::user,
                                     .text = text_of(data.if_contains("content"), "text")});
@@ -429,6 +460,7 @@ void Session::apply_to_conversation(std::string_view type, const json::object& d
                                     .is_error = is_error != nullptr && is_error->is_bool() &&
                                                 is_error->get_bool()});
   }
+  if (messages_.size() > before) message_seqs_.push_back(seq);
 }
 
 }  // namespace harnessd::harness

@@ -61,6 +61,9 @@ struct PromptInput {
   tools::SandboxMode sandbox = tools::SandboxMode::workspace_write;
   const TurnOwner* owner = nullptr;  ///< who prompted: cancel(why, owner) matches it
   bool admit = false;              ///< a client's prompt: waits for a running-turn slot
+  /// The model's context window in tokens: past 80 % of it the conversation
+  /// is compacted before the next request.
+  std::int64_t context_window = 128'000;
   /// When the sink's client is gone, the turn runs on (still logged and
   /// published to subscribers) instead of being cancelled.
   bool run_detached = false;
@@ -175,7 +178,15 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Completes when the turn's events are as durable as the store promises.
   boost::asio::awaitable<void> end_turn_in_log();
   const std::vector<llm::ChatMessage>& messages() const noexcept { return messages_; }
+  /// The seq of the event each message of messages() came from.
+  const std::vector<std::int64_t>& message_seqs() const noexcept { return message_seqs_; }
+  /// The model context from now on (and on every replay of the log, through
+  /// the compact/summary event at `summary_seq`): the summary as a user
+  /// message, then the messages of events after `shadowed_to`.
+  void apply_compaction(std::string summary, std::int64_t shadowed_to, std::int64_t summary_seq);
   std::int64_t allocate_turn();
+  /// The seq the next event appended will get.
+  std::int64_t next_seq() const noexcept { return next_seq_; }
   SessionRegistry& registry() noexcept { return registry_; }
 
  private:
@@ -189,7 +200,7 @@ class Session : public std::enable_shared_from_this<Session> {
   /// `event` (already written) as one block for subscribers and the sink.
   boost::asio::awaitable<void> deliver(std::shared_ptr<const std::string> block, std::size_t count, EventSink& sink,
                                        const TurnOwner* owner);
-  void apply_to_conversation(std::string_view type, const boost::json::object& data);
+  void apply_to_conversation(std::int64_t seq, std::string_view type, const boost::json::object& data);
   /// The turn's end for a store failure; rethrows any other exception.
   static protocol::TurnEndReason store_failure(const std::exception_ptr& failure);
   void touch() noexcept;
@@ -217,6 +228,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::int64_t last_event_time_ms_ = 0;
   std::int64_t next_turn_ = 0;
   std::vector<llm::ChatMessage> messages_;
+  std::vector<std::int64_t> message_seqs_;  ///< parallel to messages_
   std::optional<std::int64_t> open_turn_;  ///< while loading: a turn/start without its turn/end
   bool loading_ = false;
   std::shared_ptr<util::Wakeup> loaded_;  ///< wakes whoever waits for a load in progress

@@ -215,14 +215,23 @@ class TurnRun final : public llm::ChunkSink {
       if (cancel_.cancelled()) co_return aborted();
       blocks_.clear();
       usage_.reset();
-      add(protocol::StepStart{turn_, step_});
-      co_await flush();  // the client sees the step begin before the model answers
-
       llm::ModelRequest request;
       request.model = input_.model;
       request.max_tokens = input_.max_tokens;
       request.messages = &session_.messages();
       request.tools = tool_specs(session_.registry().tools(), session_.delegation_depth() < max_depth);
+      request.context_window = input_.context_window;
+      // Past 80 % of the window the conversation is summarized first (again
+      // within a turn only once it has grown by the tail's share since).
+      if (const std::int64_t tokens = context_tokens(request);
+          tokens * 5 >= input_.context_window * 4 &&
+          (compacted_at_ < 0 || (tokens - compacted_at_) * 100 >= input_.context_window * 16)) {
+        compacted_at_ = tokens;
+        co_await compact(tokens);
+        if (cancel_.cancelled()) co_return aborted();
+      }
+      add(protocol::StepStart{turn_, step_});
+      co_await flush();  // the client sees the step begin before the model answers
       llm::ModelResult result;
       try {
         result = co_await input_.provider->stream(request, *this, cancel_);
@@ -231,6 +240,7 @@ class TurnRun final : public llm::ChunkSink {
       } catch (const std::exception& e) {
         result = llm::error_result(e.what(), llm::errc::provider);
       }
+      if (usage_) reported_tokens_ = reported_context(*usage_);
 
       // A step cut off by the limit leaves no assistant/message: the chunks
       // logged so far are all of it, and the conversation goes on without
@@ -249,6 +259,14 @@ class TurnRun final : public llm::ChunkSink {
       step_calls_.clear();
 
       if (cancel_.cancelled() || result.finish == llm::FinishReason::cancelled) co_return aborted();
+      // A request the model refused as too long: compacted, then tried once more.
+      if (result.finish == llm::FinishReason::error && result.error == llm::errc::context_window_exceeded &&
+          !retried_after_compaction_) {
+        retried_after_compaction_ = true;
+        const std::int64_t tokens = std::max(context_tokens(request), input_.context_window);
+        if (co_await compact(tokens)) continue;
+        if (cancel_.cancelled()) co_return aborted();
+      }
       switch (result.finish) {
         case llm::FinishReason::error:
           // error_result() repairs its texts; a ModelResult built by hand may not.
@@ -392,6 +410,129 @@ class TurnRun final : public llm::ChunkSink {
     }
     run.result.text = util::valid_utf8(run.result.text);
   }
+
+  /// The request's size in tokens: what the provider reported for the last
+  /// step of this turn, else the request's bytes / 4.
+  std::int64_t context_tokens(const llm::ModelRequest& request) const {
+    if (reported_tokens_ > 0) return reported_tokens_;
+    return llm::estimate_tokens(*request.messages);
+  }
+
+  /// inputTokens + outputTokens of a usage chunk (0 when it has neither).
+  static std::int64_t reported_context(const json::object& usage) {
+    std::int64_t tokens = 0;
+    for (const std::string_view key : {"inputTokens", "outputTokens"}) {
+      if (const json::value* v = usage.if_contains(key); v != nullptr && v->is_int64()) tokens += v->get_int64();
+    }
+    return tokens;
+  }
+
+  /// Summarizes the conversation so it fits the window again: the session's
+  /// provider summarizes every message but the newest ones that fit in 16 %
+  /// of the window (a tool call stays with its results), and later requests
+  /// send the summary in their place. Logged as compact/start,
+  /// compact/summary, compact/end; false (with compact/end's error) when no
+  /// summary was made.
+  asio::awaitable<bool> compact(std::int64_t tokens_before) {
+    add(protocol::CompactStart{turn_});
+    co_await flush();
+    const std::vector<llm::ChatMessage>& messages = session_.messages();
+    const std::int64_t window = input_.context_window;
+    // The tail: the newest messages within 16 % of the window, and always
+    // the newest one (the request the model is to answer)...
+    std::size_t tail = messages.size();
+    std::int64_t tail_tokens = 0;
+    while (tail > 0) {
+      const std::int64_t tokens = llm::estimate_tokens(messages[tail - 1]);
+      if (tail < messages.size() && (tail_tokens + tokens) * 100 > window * 16) break;
+      tail_tokens += tokens;
+      --tail;
+    }
+    // ...and tool results keep the call they answer.
+    while (tail > 0 && tail < messages.size() && messages[tail].role == llm::ChatMessage::Role::tool) {
+      --tail;
+      tail_tokens += llm::estimate_tokens(messages[tail]);
+    }
+    protocol::CompactEnd end{.turn = turn_, .error = std::nullopt};
+    if (tail == 0) {
+      end.error = "nothing to compact: the newest messages alone fill the window";
+      add(end);
+      co_await flush();
+      co_return false;
+    }
+
+    // The summarizing request: the older messages (the oldest dropped if
+    // even they overflow the window) and the instruction.
+    compaction_messages_.assign(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(tail));
+    const std::int64_t shadowed_from = session_.message_seqs().front();
+    const std::int64_t shadowed_to = session_.message_seqs()[tail - 1];
+    while (compaction_messages_.size() > 1 &&
+           llm::estimate_tokens(compaction_messages_) * 10 > window * 9) {
+      compaction_messages_.erase(compaction_messages_.begin());
+    }
+    // A tool result without its call is no valid request.
+    while (compaction_messages_.size() > 1 && compaction_messages_.front().role == llm::ChatMessage::Role::tool) {
+      compaction_messages_.erase(compaction_messages_.begin());
+    }
+    compaction_messages_.push_back(llm::ChatMessage{.role = llm::ChatMessage::Role::user,
+                                                    .text = std::string(compaction_instruction)});
+    llm::ModelRequest request;
+    request.model = input_.model;
+    request.messages = &compaction_messages_;
+    request.purpose = llm::RequestPurpose::compaction;
+    request.context_window = window;
+    SummarySink summary;
+    llm::ModelResult result;
+    try {
+      result = co_await input_.provider->stream(request, summary, cancel_);
+    } catch (const std::exception& e) {
+      result = llm::error_result(e.what(), llm::errc::provider);
+    }
+    compaction_messages_.clear();
+    if (result.finish == llm::FinishReason::cancelled || cancel_.cancelled()) {
+      end.error = "cancelled";
+    } else if (result.finish == llm::FinishReason::error) {
+      end.error = util::valid_utf8(result.error_message);
+    } else if (summary.text.empty()) {
+      end.error = "the model returned an empty summary";
+    }
+    if (end.error) {
+      add(end);
+      co_await flush();
+      co_return false;
+    }
+    std::string text = util::valid_utf8(summary.text);
+    const std::int64_t tokens_after =
+        llm::estimate_tokens(llm::ChatMessage{.role = llm::ChatMessage::Role::user, .text = text}) + tail_tokens;
+    const std::int64_t summary_seq = session_.next_seq();
+    add(protocol::CompactSummary{.summary = text,
+                                 .shadowed_from = shadowed_from,
+                                 .shadowed_to = shadowed_to,
+                                 .tokens_before = tokens_before,
+                                 .tokens_after = tokens_after});
+    session_.apply_compaction(std::move(text), shadowed_to, summary_seq);
+    reported_tokens_ = 0;  // the next request is smaller than the last report
+    add(end);
+    co_await flush();
+    co_return true;
+  }
+
+  /// What a compaction request asks of the model.
+  static constexpr std::string_view compaction_instruction =
+      "Summarize the conversation above for your own later use: the user's goals and instructions, decisions "
+      "made, files read or changed and what they hold, commands run and their outcomes, and what is left to do. "
+      "Keep names, paths and numbers exact. Reply with the summary only.";
+
+  /// Collects a compaction's answer: its text is the summary, and none of
+  /// it becomes an assistant/chunk event.
+  struct SummarySink final : llm::ChunkSink {
+    std::string text;
+    asio::awaitable<void> on_chunk(protocol::Chunk chunk) override {
+      if (const auto* delta = std::get_if<protocol::TextDelta>(&chunk)) text += delta->text;
+      co_return;
+    }
+    asio::awaitable<void> flush() override { co_return; }
+  };
 
   /// Asks the session's clients whether `run` may go ahead: approval/requested,
   /// a wait that holds no thread, approval/resolved. Returns the call's
@@ -657,6 +798,10 @@ class TurnRun final : public llm::ChunkSink {
   std::string chunk_json_;                                  ///< reused for each chunk's data
   std::size_t since_yield_ = 0;
   std::int64_t decisions_ = 0;  ///< approvals and questions asked so far: their ids
+  std::int64_t reported_tokens_ = 0;  ///< the provider's inputTokens + outputTokens of the last step
+  bool retried_after_compaction_ = false;  ///< CONTEXT_WINDOW_EXCEEDED is retried once per turn
+  std::int64_t compacted_at_ = -1;         ///< the context size of this turn's last compaction
+  std::vector<llm::ChatMessage> compaction_messages_;  ///< a compaction request's messages
   std::size_t turn_bytes_ = 0;  ///< of every event made so far (envelopes not counted)
   bool too_large_ = false;      ///< past --max-turn-bytes: the turn ends TURN_TOO_LARGE
 };

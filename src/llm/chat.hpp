@@ -35,13 +35,27 @@ struct ToolSpec {
   boost::json::object parameters;  ///< JSON Schema of the arguments
 };
 
+/// Why a model is called: a step of a turn, or a summary of the
+/// conversation so far (compaction, docs/protocol.md §13).
+enum class RequestPurpose { turn, compaction };
+
 /// One model call: the whole conversation so far plus the tools on offer.
 struct ModelRequest {
   std::string model;
   std::optional<std::int64_t> max_tokens;
   const std::vector<ChatMessage>* messages = nullptr;
   std::vector<ToolSpec> tools;
+  RequestPurpose purpose = RequestPurpose::turn;
+  /// The session's context window in tokens (initialize.contextWindow).
+  std::int64_t context_window = 128'000;
 };
+
+/// A conversation's size in tokens when the provider reports none: its
+/// bytes / 4. Tool definitions are not counted: every request carries the
+/// same ones, and the window that matters is the conversation's.
+std::int64_t estimate_tokens(const std::vector<ChatMessage>& messages);
+/// The same for one message.
+std::int64_t estimate_tokens(const ChatMessage& message);
 
 enum class FinishReason {
   stop,        ///< the answer is complete

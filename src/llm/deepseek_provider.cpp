@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -45,6 +46,15 @@ using asio::ip::tcp;
 using boost::system::error_code;
 
 namespace {
+
+/// Whether an HTTP 400's message says the request was over the model's
+/// context window ("maximum context length is N tokens", "context_length_exceeded").
+bool says_context_is_too_long(std::string_view detail) {
+  std::string lower(detail);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("context length") != std::string::npos || lower.find("context_length") != std::string::npos ||
+         lower.find("context window") != std::string::npos;
+}
 
 struct BaseUrl {
   bool tls = true;
@@ -280,6 +290,8 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
     } else if (status >= 500) {
       attempt.result = error_result(message, errc::server);
       attempt.retryable = true;
+    } else if (status == 400 && says_context_is_too_long(detail)) {
+      attempt.result = error_result(message, errc::context_window_exceeded);
     } else {
       attempt.result = error_result(message, errc::http_status, "HTTP_" + std::to_string(status));
     }

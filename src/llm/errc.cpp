@@ -42,6 +42,8 @@ class LlmCategory final : public std::error_category {
         return "unknown scripted directive";
       case errc::scripted:
         return "scripted error";
+      case errc::context_window_exceeded:
+        return "the request exceeds the model's context window";
     }
     return "unknown model error " + std::to_string(value);
   }
@@ -84,6 +86,8 @@ std::string_view wire_code(errc code) noexcept {
       return "INVALID_DIRECTIVE";
     case errc::scripted:
       return "SCRIPTED";
+    case errc::context_window_exceeded:
+      return "CONTEXT_WINDOW_EXCEEDED";
   }
   return "PROVIDER";
 }

@@ -23,6 +23,7 @@ enum class errc {
   provider,          ///< a provider threw
   invalid_directive, ///< scripted: a directive it does not know
   scripted,          ///< scripted: the @error directive
+  context_window_exceeded,  ///< the request does not fit the model's context window
 };
 
 const std::error_category& llm_category() noexcept;

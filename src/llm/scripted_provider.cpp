@@ -10,6 +10,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <charconv>
+#include <cstdio>
 #include <chrono>
 
 namespace harnessd::llm {
@@ -111,6 +112,8 @@ Script parse_script(std::string_view user_text) {
       script.text = arg.empty() ? std::string("scripted error") : std::string(arg);
     } else if (name == "@max-tokens") {
       script.action = Script::Action::max_tokens;
+    } else if (name == "@context") {
+      script.action = Script::Action::context;
     } else {
       return invalid("unknown directive " + std::string(name));
     }
@@ -167,6 +170,35 @@ std::string tool_report(const std::vector<ChatMessage>& messages) {
   return report;
 }
 
+/// "context: N messages, fnv1a64 HEX": what the model was sent, so tests can
+/// tell two requests' conversations apart without seeing them.
+std::string context_digest(const std::vector<ChatMessage>& messages) {
+  std::uint64_t hash = 14695981039346656037ull;
+  const auto mix = [&hash](std::string_view bytes) {
+    for (const char c : bytes) {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 1099511628211ull;
+    }
+    hash ^= 0xff;  // a separator no UTF-8 text contains
+    hash *= 1099511628211ull;
+  };
+  for (const ChatMessage& m : messages) {
+    mix(m.role == ChatMessage::Role::user ? "user" : m.role == ChatMessage::Role::assistant ? "assistant" : "tool");
+    mix(m.text);
+    mix(m.reasoning);
+    for (const ToolCall& call : m.tool_calls) {
+      mix(call.id);
+      mix(call.name);
+      mix(call.arguments);
+    }
+    mix(m.tool_call_id);
+    mix(m.is_error ? "error" : "ok");
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return "context: " + std::to_string(messages.size()) + " messages, fnv1a64 " + hex;
+}
+
 // Chunks reach the sink as named locals, moved: GCC 12 rule 4 (README).
 asio::awaitable<ModelResult> stream_text(std::string_view text, std::int64_t delay_ms,
                                          ChunkSink& sink, CancelScope& cancel,
@@ -192,6 +224,20 @@ asio::awaitable<ModelResult> stream_text(std::string_view text, std::int64_t del
 asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& request, ChunkSink& sink,
                                                       CancelScope& cancel) {
   const auto& messages = *request.messages;
+  // A model has a window: a request past it fails as a real endpoint's does,
+  // and the turn compacts the conversation and tries again.
+  if (const std::int64_t tokens = estimate_tokens(messages); tokens > request.context_window) {
+    std::string message = "the request needs about " + std::to_string(tokens) + " tokens; the context window is " +
+                          std::to_string(request.context_window);
+    co_return error_result(std::move(message), errc::context_window_exceeded);
+  }
+  if (request.purpose == RequestPurpose::compaction) {
+    // The last message is the request to summarize; the rest is summarized.
+    const std::string summary = "scripted summary of " + std::to_string(messages.empty() ? 0 : messages.size() - 1) +
+                                " messages";
+    ModelResult result = co_await stream_text(summary, 0, sink, cancel, protocol::ChunkFinish::stop);
+    co_return result;
+  }
   // After tools ran, the model's next step reports what each call said.
   if (!messages.empty() && messages.back().role == ChatMessage::Role::tool) {
     {
@@ -215,6 +261,11 @@ asio::awaitable<ModelResult> ScriptedProvider::stream(const ModelRequest& reques
       {
       ModelResult result =
           co_await stream_text("partial", script.delay_ms, sink, cancel, protocol::ChunkFinish::length);
+      co_return result;
+    }
+    case Script::Action::context: {
+      const std::string digest = context_digest(messages);
+      ModelResult result = co_await stream_text(digest, 0, sink, cancel, protocol::ChunkFinish::stop);
       co_return result;
     }
     case Script::Action::echo:

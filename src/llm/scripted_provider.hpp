@@ -14,7 +14,7 @@ namespace harnessd::llm {
 
 /// What a user message asks the scripted model to do.
 struct Script {
-  enum class Action { echo, reply, chunks, subagent, tools, error, max_tokens, invalid };
+  enum class Action { echo, reply, chunks, subagent, tools, error, max_tokens, context, invalid };
   Action action = Action::echo;
   /// @tool NAME JSON lines, in order: one step's tool calls.
   struct ToolCall {

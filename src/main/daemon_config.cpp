@@ -118,6 +118,10 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
          "something wait for a client's session/approve; unset: \"never\" on stdio, \"ask\" on network "
          "listeners")
       ->check(CLI::IsMember({"never", "ask"}));
+  app.add_option("--context-window", config.server.context_window,
+                 "Default initialize.contextWindow in tokens: a session whose next request would fill 80 % of it "
+                 "is compacted (older messages summarized by its own model) first")
+      ->check(CLI::Range(std::int64_t{1000}, std::int64_t{100'000'000}));
   add_ms(app, "--approval-timeout-ms", config.harness.approval_timeout,
          "How long a tool call waits for an approval (then it is rejected) and ask_user_question for an "
          "answer",

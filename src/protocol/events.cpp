@@ -70,6 +70,23 @@ void tag_invoke(json::value_from_tag, json::value& out, const TurnEnd& event) {
   out = json::object{{"turn", event.turn}, {"reason", json::value_from(event.reason)}};
 }
 
+void tag_invoke(json::value_from_tag, json::value& out, const CompactStart& event) {
+  out = json::object{{"turn", event.turn}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const CompactSummary& event) {
+  out = json::object{{"summary", event.summary},
+                     {"shadowedSeqs", json::array{event.shadowed_from, event.shadowed_to}},
+                     {"tokensBefore", event.tokens_before},
+                     {"tokensAfter", event.tokens_after}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const CompactEnd& event) {
+  json::object data{{"turn", event.turn}};
+  if (event.error) data["error"] = *event.error;
+  out = std::move(data);
+}
+
 void tag_invoke(json::value_from_tag, json::value& out, const ApprovalRequested& event) {
   json::object data = step_object(event.turn, event.step);
   data["callId"] = event.call_id;

@@ -80,6 +80,10 @@ InitializeParams tag_invoke(json::value_to_tag<InitializeParams>, const json::va
       *out.sandbox != "danger-full-access") {
     bad(R"(params.sandbox must be "read-only", "workspace-write" or "danger-full-access")");
   }
+  out.context_window = optional_int(obj, "contextWindow");
+  if (out.context_window && (*out.context_window < 1000 || *out.context_window > 100'000'000)) {
+    bad("params.contextWindow must be within 1000..100000000");
+  }
   if (const std::optional<std::string> policy = optional_string(obj, "approvalPolicy")) {
     out.approval_policy = parse_approval_policy(*policy);
     if (!out.approval_policy) bad(R"(params.approvalPolicy must be "never" or "ask")");

@@ -56,6 +56,7 @@ struct ClientState final : harness::TurnOwner {
   tools::SandboxMode sandbox = tools::SandboxMode::workspace_write;
   protocol::OnDisconnect on_disconnect = protocol::OnDisconnect::cancel;
   protocol::ApprovalPolicy approval_policy = protocol::ApprovalPolicy::never;
+  std::int64_t context_window = 128'000;
   /// Sessions with a prompt of this client in flight, and how many.
   std::map<std::shared_ptr<harness::Session>, int> prompting;
 

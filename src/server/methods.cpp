@@ -123,6 +123,7 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
   client.model = p.model.value_or(provider->default_model());
   client.max_tokens = p.max_tokens;
   client.on_disconnect = p.on_disconnect;
+  client.context_window = p.context_window.value_or(context.config.context_window);
   client.approval_policy = p.approval_policy.value_or(context.config.approval_policy.value_or(
       client.network ? protocol::ApprovalPolicy::ask : protocol::ApprovalPolicy::never));
   client.initialized = true;
@@ -162,6 +163,7 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   input.admit = true;
   input.run_detached = client.on_disconnect == protocol::OnDisconnect::continue_running;
   input.approval_policy = client.approval_policy;
+  input.context_window = client.context_window;
 
   OutboxSink sink(client.outbox, context.metrics, context.config.credentials.namespaced());
   ++client.prompting[session];

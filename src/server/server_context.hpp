@@ -56,6 +56,8 @@ struct ServerConfig {
   /// initialize.approvalPolicy of clients that send none; unset: `never` on
   /// stdio, `ask` on network listeners.
   std::optional<protocol::ApprovalPolicy> approval_policy;
+  /// initialize.contextWindow of clients that send none (tokens).
+  std::int64_t context_window = 128'000;
   /// Network clients may ask for sandbox "danger-full-access".
   bool allow_full_access = false;
   /// Who network clients may be; none configured: anyone, as the anonymous

@@ -878,6 +878,17 @@ def check_event(ev: Any) -> None:
     elif t == "question/resolved":
         assert isinstance(d.get("questionId"), str), ev
         assert d.get("outcome") in ("answered", "timeout", "cancelled"), ev
+    elif t == "compact/start":
+        assert _is_int(d.get("turn")), ev
+    elif t == "compact/summary":
+        assert isinstance(d.get("summary"), str) and d["summary"], ev
+        shadowed = d.get("shadowedSeqs")
+        assert isinstance(shadowed, list) and len(shadowed) == 2 and all(_is_int(x) for x in shadowed), ev
+        assert shadowed[0] <= shadowed[1] < ev["seq"], ev
+        assert _is_int(d.get("tokensBefore")) and _is_int(d.get("tokensAfter")), ev
+    elif t == "compact/end":
+        assert _is_int(d.get("turn")), ev
+        assert "error" not in d or isinstance(d["error"], str), ev
     elif t == "todo/write":
         assert isinstance(d.get("todos"), list), ev
     elif t == "turn/end":

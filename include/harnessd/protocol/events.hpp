@@ -92,6 +92,28 @@ struct TurnEnd {
   TurnEndReason reason;
 };
 
+/// The conversation is summarized to fit the model's context window.
+struct CompactStart {
+  static constexpr std::string_view type = "compact/start";
+  std::int64_t turn = 0;
+};
+
+/// What later requests send instead of the events shadowed_from..shadowed_to.
+struct CompactSummary {
+  static constexpr std::string_view type = "compact/summary";
+  std::string summary;
+  std::int64_t shadowed_from = 0;  ///< seqs of the first and last event the summary replaces
+  std::int64_t shadowed_to = 0;
+  std::int64_t tokens_before = 0;
+  std::int64_t tokens_after = 0;
+};
+
+struct CompactEnd {
+  static constexpr std::string_view type = "compact/end";
+  std::int64_t turn = 0;
+  std::optional<std::string> error;  ///< why no summary was made
+};
+
 /// A tool call waits for a client's decision (approval policy `ask`).
 struct ApprovalRequested {
   static constexpr std::string_view type = "approval/requested";
@@ -136,6 +158,9 @@ void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Assi
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolCallEvent& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolResult& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const TurnEnd& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const CompactStart& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const CompactSummary& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const CompactEnd& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ApprovalRequested& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ApprovalResolved& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const QuestionRequested& event);

@@ -39,6 +39,8 @@ struct InitializeParams {
   /// Unset: the listener's default (stdio `never`, network `ask`, or
   /// --approval-policy).
   std::optional<ApprovalPolicy> approval_policy;
+  /// The model's context window in tokens; unset: --context-window.
+  std::optional<std::int64_t> context_window;
 };
 
 struct InitializeResult {
