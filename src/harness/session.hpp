@@ -64,6 +64,8 @@ struct PromptInput {
   /// The model's context window in tokens: past 80 % of it the conversation
   /// is compacted before the next request.
   std::int64_t context_window = 128'000;
+  llm::ModelSettings settings;
+  int max_steps = 0;  ///< model steps per turn; 0: the daemon's limit
   /// When the sink's client is gone, the turn runs on (still logged and
   /// published to subscribers) instead of being cancelled.
   bool run_detached = false;

@@ -38,7 +38,9 @@ asio::awaitable<tools::ToolResult> run_subagent(Session& parent, std::string pro
   input.owner = parent_input.owner;  // the parent's client gets the child's events from the sink
   input.run_detached = parent_input.run_detached;
   input.approval_policy = parent_input.approval_policy;
-  input.context_window = parent_input.context_window;  // the child's own calls ask as the parent's would
+  input.context_window = parent_input.context_window;
+  input.settings = parent_input.settings;
+  input.max_steps = parent_input.max_steps;  // the child's own calls ask as the parent's would
 
   PromptOutcome outcome;
   if (cancel.cancelled()) {

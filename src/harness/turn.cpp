@@ -209,7 +209,7 @@ class TurnRun final : public llm::ChunkSink {
   }
 
   asio::awaitable<protocol::TurnEndReason> run_steps() {
-    const int max_steps = session_.registry().options().max_steps_per_turn;
+    const int max_steps = input_.max_steps > 0 ? input_.max_steps : session_.registry().options().max_steps_per_turn;
     const int max_depth = session_.registry().options().max_delegation_depth;
     for (step_ = 0; step_ < max_steps; ++step_) {
       if (cancel_.cancelled()) co_return aborted();
@@ -221,6 +221,7 @@ class TurnRun final : public llm::ChunkSink {
       request.messages = &session_.messages();
       request.tools = tool_specs(session_.registry().tools(), session_.delegation_depth() < max_depth);
       request.context_window = input_.context_window;
+      request.settings = input_.settings;
       // Past 80 % of the window the conversation is summarized first (again
       // within a turn only once it has grown by the tail's share since).
       if (const std::int64_t tokens = context_tokens(request);
@@ -271,7 +272,7 @@ class TurnRun final : public llm::ChunkSink {
         case llm::FinishReason::error:
           // error_result() repairs its texts; a ModelResult built by hand may not.
           co_return protocol::TurnEndReason::error(util::valid_utf8(result.error_message),
-                                                   util::valid_utf8(result.error_code));
+                                                   util::valid_utf8(result.error_code), step_);
         case llm::FinishReason::length:
           co_return protocol::TurnEndReason::max_tokens();
         case llm::FinishReason::stop:
@@ -281,7 +282,7 @@ class TurnRun final : public llm::ChunkSink {
           break;
       }
       if (calls.empty()) {
-        co_return protocol::TurnEndReason::error("the model asked for tools but sent no tool call", "PROTOCOL");
+        co_return protocol::TurnEndReason::error("the model asked for tools but sent no tool call", "PROTOCOL", step_);
       }
       co_await run_tools(calls);
       if (cancel_.cancelled()) co_return aborted();
@@ -418,10 +419,11 @@ class TurnRun final : public llm::ChunkSink {
     return llm::estimate_tokens(*request.messages);
   }
 
-  /// inputTokens + outputTokens of a usage chunk (0 when it has neither).
+  /// inputTokens + cacheReadTokens + outputTokens of a usage chunk: the
+  /// whole prompt and the answer (0 when it has none of them).
   static std::int64_t reported_context(const json::object& usage) {
     std::int64_t tokens = 0;
-    for (const std::string_view key : {"inputTokens", "outputTokens"}) {
+    for (const std::string_view key : {"inputTokens", "cacheReadTokens", "outputTokens"}) {
       if (const json::value* v = usage.if_contains(key); v != nullptr && v->is_int64()) tokens += v->get_int64();
     }
     return tokens;
@@ -798,7 +800,7 @@ class TurnRun final : public llm::ChunkSink {
   std::string chunk_json_;                                  ///< reused for each chunk's data
   std::size_t since_yield_ = 0;
   std::int64_t decisions_ = 0;  ///< approvals and questions asked so far: their ids
-  std::int64_t reported_tokens_ = 0;  ///< the provider's inputTokens + outputTokens of the last step
+  std::int64_t reported_tokens_ = 0;  ///< the provider's context of the last step (reported_context)
   bool retried_after_compaction_ = false;  ///< CONTEXT_WINDOW_EXCEEDED is retried once per turn
   std::int64_t compacted_at_ = -1;         ///< the context size of this turn's last compaction
   std::vector<llm::ChatMessage> compaction_messages_;  ///< a compaction request's messages

@@ -39,6 +39,15 @@ struct ToolSpec {
 /// conversation so far (compaction, docs/protocol.md §13).
 enum class RequestPurpose { turn, compaction };
 
+/// A session's model settings (initialize); unset ones are not sent, so
+/// the endpoint's defaults apply.
+struct ModelSettings {
+  std::optional<bool> thinking;                 ///< DeepSeek's thinking mode
+  std::optional<std::string> reasoning_effort;  ///< "high" or "max"
+  std::optional<double> temperature;
+  std::vector<std::string> stop;
+};
+
 /// One model call: the whole conversation so far plus the tools on offer.
 struct ModelRequest {
   std::string model;
@@ -46,6 +55,7 @@ struct ModelRequest {
   const std::vector<ChatMessage>* messages = nullptr;
   std::vector<ToolSpec> tools;
   RequestPurpose purpose = RequestPurpose::turn;
+  ModelSettings settings;
   /// The session's context window in tokens (initialize.contextWindow).
   std::int64_t context_window = 128'000;
 };

@@ -9,6 +9,7 @@
 
 #include <boost/json/parse.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -92,6 +93,9 @@ json::object build_request_body(const ModelRequest& request, std::string_view sy
         }
         if (m.text.empty() && calls.empty()) break;  // nothing a model can use
         message["content"] = m.text.empty() ? json::value(nullptr) : json::value(m.text);
+        // Thinking mode needs a tool-calling step's reasoning back; on other
+        // steps it is dropped (the endpoint ignores it there).
+        if (!calls.empty() && !m.reasoning.empty()) message["reasoning_content"] = m.reasoning;
         if (!calls.empty()) message["tool_calls"] = std::move(calls);
         messages.push_back(std::move(message));
         break;
@@ -106,7 +110,12 @@ json::object build_request_body(const ModelRequest& request, std::string_view sy
                     {"messages", std::move(messages)},
                     {"stream", true},
                     {"stream_options", json::object{{"include_usage", true}}}};
+  const ModelSettings& settings = request.settings;
+  if (settings.thinking) body["thinking"] = json::object{{"type", *settings.thinking ? "enabled" : "disabled"}};
+  if (settings.reasoning_effort) body["reasoning_effort"] = *settings.reasoning_effort;
+  if (settings.temperature) body["temperature"] = *settings.temperature;
   if (request.max_tokens) body["max_tokens"] = *request.max_tokens;
+  if (!settings.stop.empty()) body["stop"] = json::array(settings.stop.begin(), settings.stop.end());
   if (!request.tools.empty()) {
     json::array tools;
     for (const ToolSpec& tool : request.tools) {
@@ -162,7 +171,19 @@ bool StreamDecoder::on_data(std::string_view data, std::vector<protocol::Chunk>&
     if (auto* details = u.if_contains("completion_tokens_details"); details && details->is_object()) {
       copy(details->get_object(), "reasoning_tokens", "reasoningTokens");
     }
-    copy(u, "prompt_cache_hit_tokens", "cacheHitTokens");
+    // Tokens read from the endpoint's cache: DeepSeek's field, else OpenAI's.
+    copy(u, "prompt_cache_hit_tokens", "cacheReadTokens");
+    if (auto* details = u.if_contains("prompt_tokens_details"); details && details->is_object() &&
+                                                                !mapped.contains("cacheReadTokens")) {
+      copy(details->get_object(), "cached_tokens", "cacheReadTokens");
+    }
+    // inputTokens counts what was not read from the cache, as upstream's
+    // usage does; inputTokens + cacheReadTokens is the whole prompt.
+    if (const json::value* cached = mapped.if_contains("cacheReadTokens"); cached && cached->is_int64()) {
+      if (json::value* input = mapped.if_contains("inputTokens"); input && input->is_int64()) {
+        *input = std::max<std::int64_t>(0, input->get_int64() - cached->get_int64());
+      }
+    }
     if (!mapped.empty()) usage_ = std::move(mapped);
   }
   const json::value* choices = chunk.if_contains("choices");

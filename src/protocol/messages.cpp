@@ -80,6 +80,36 @@ InitializeParams tag_invoke(json::value_to_tag<InitializeParams>, const json::va
       *out.sandbox != "danger-full-access") {
     bad(R"(params.sandbox must be "read-only", "workspace-write" or "danger-full-access")");
   }
+  if (const std::optional<std::string> thinking = optional_string(obj, "thinking")) {
+    if (*thinking != "enabled" && *thinking != "disabled") bad(R"(params.thinking must be "enabled" or "disabled")");
+    out.thinking = *thinking == "enabled";
+  }
+  out.reasoning_effort = optional_string(obj, "reasoningEffort");
+  if (out.reasoning_effort && *out.reasoning_effort != "high" && *out.reasoning_effort != "max") {
+    bad(R"(params.reasoningEffort must be "high" or "max")");
+  }
+  if (const json::value* t = obj.if_contains("temperature"); t != nullptr && !t->is_null()) {
+    if (!t->is_number()) bad("params.temperature must be a number");
+    const double temperature = t->to_number<double>();
+    if (!(temperature >= 0 && temperature <= 2)) bad("params.temperature must be within 0..2");
+    out.temperature = temperature;
+  }
+  if (const json::value* stop = obj.if_contains("stop"); stop != nullptr && !stop->is_null()) {
+    if (stop->is_string()) {
+      out.stop.emplace_back(stop->get_string());
+    } else if (stop->is_array() && stop->get_array().size() <= 16) {
+      for (const json::value& s : stop->get_array()) {
+        if (!s.is_string() || s.get_string().empty() || s.get_string().size() > 256) {
+          bad("params.stop must be a string or an array of at most 16 non-empty strings of at most 256 bytes");
+        }
+        out.stop.emplace_back(s.get_string());
+      }
+    } else {
+      bad("params.stop must be a string or an array of at most 16 non-empty strings of at most 256 bytes");
+    }
+  }
+  out.max_steps = optional_int(obj, "maxSteps");
+  if (out.max_steps && (*out.max_steps < 1 || *out.max_steps > 1000)) bad("params.maxSteps must be within 1..1000");
   out.context_window = optional_int(obj, "contextWindow");
   if (out.context_window && (*out.context_window < 1000 || *out.context_window > 100'000'000)) {
     bad("params.contextWindow must be within 1000..100000000");

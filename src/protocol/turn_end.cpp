@@ -57,6 +57,7 @@ void tag_invoke(json::value_from_tag, json::value& out, const TurnEndReason& rea
   if (reason.kind == TurnEndReason::Kind::error) {
     object["message"] = reason.message;
     if (!reason.code.empty()) object["code"] = reason.code;
+    if (reason.step) object["step"] = *reason.step;
   }
   out = std::move(object);
 }

@@ -57,6 +57,8 @@ struct ClientState final : harness::TurnOwner {
   protocol::OnDisconnect on_disconnect = protocol::OnDisconnect::cancel;
   protocol::ApprovalPolicy approval_policy = protocol::ApprovalPolicy::never;
   std::int64_t context_window = 128'000;
+  llm::ModelSettings settings;
+  int max_steps = 0;
   /// Sessions with a prompt of this client in flight, and how many.
   std::map<std::shared_ptr<harness::Session>, int> prompting;
 

@@ -124,6 +124,11 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
   client.max_tokens = p.max_tokens;
   client.on_disconnect = p.on_disconnect;
   client.context_window = p.context_window.value_or(context.config.context_window);
+  client.settings = llm::ModelSettings{.thinking = p.thinking,
+                                       .reasoning_effort = p.reasoning_effort,
+                                       .temperature = p.temperature,
+                                       .stop = std::move(p.stop)};
+  client.max_steps = static_cast<int>(p.max_steps.value_or(0));
   client.approval_policy = p.approval_policy.value_or(context.config.approval_policy.value_or(
       client.network ? protocol::ApprovalPolicy::ask : protocol::ApprovalPolicy::never));
   client.initialized = true;
@@ -164,6 +169,8 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   input.run_detached = client.on_disconnect == protocol::OnDisconnect::continue_running;
   input.approval_policy = client.approval_policy;
   input.context_window = client.context_window;
+  input.settings = client.settings;
+  input.max_steps = client.max_steps;
 
   OutboxSink sink(client.outbox, context.metrics, context.config.credentials.namespaced());
   ++client.prompting[session];

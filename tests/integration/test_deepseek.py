@@ -640,6 +640,58 @@ def test_model_and_max_tokens_from_initialize(spawn, mock):
     assert of_type(events, "assistant/message")[0]["data"]["provenance"]["model"] == "deepseek-chat"
 
 
+def test_model_settings_and_reasoning_passback(spawn, mock, tmp_path):
+    """initialize's model settings reach the body as DeepSeek names them; a
+    tool-calling step's reasoning goes back as reasoning_content, other
+    steps' reasoning does not; usage counts cache reads apart."""
+    args = json.dumps({"pattern": "x"})
+    m = mock([{"match": "look", "times": 1, "reasoning": "I should grep first.",
+               "tool_calls": [{"id": "call_g", "name": "grep", "arguments": args}],
+               "usage": {"prompt_tokens": 100, "prompt_cache_hit_tokens": 60}},
+              {"match": "look", "reasoning": "found nothing", "text": "nothing there"},
+              {"text": "second"}])
+    d = ds_daemon(spawn, m, args=["--workspace-root", str(tmp_path / "ws")])
+    c = ds_conn(d, thinking="enabled", reasoningEffort="high", temperature=0.25, stop=["END", "STOP"], maxSteps=5)
+    resp, events = c.run_prompt("S", "look for x")
+    assert result_of(resp) == OK, resp
+    resp, _ = c.run_prompt("S", "and then?")
+    assert result_of(resp) == OK, resp
+    bodies = m.bodies()
+    assert len(bodies) == 3
+    for b in bodies:
+        assert b["thinking"] == {"type": "enabled"} and b["reasoning_effort"] == "high", b
+        assert b["temperature"] == 0.25 and b["stop"] == ["END", "STOP"], b
+    calls = [msg for msg in bodies[1]["messages"] if msg.get("tool_calls")]
+    assert calls and calls[0]["reasoning_content"] == "I should grep first.", calls
+    plain = [msg for msg in bodies[2]["messages"] if msg["role"] == "assistant" and not msg.get("tool_calls")]
+    assert plain and all("reasoning_content" not in msg for msg in plain), plain
+    usage = of_type(events, "assistant/message")[0]["data"]["usage"]
+    assert usage["inputTokens"] == 40 and usage["cacheReadTokens"] == 60, usage
+
+    # Unset settings are not sent: the endpoint's defaults apply.
+    c2 = ds_conn(d)
+    assert result_of(c2.run_prompt("T", "hi")[0]) == OK
+    body = m.bodies()[-1]
+    for key in ("thinking", "reasoning_effort", "temperature", "stop"):
+        assert key not in body, body
+
+    for bad in ({"thinking": "on"}, {"reasoningEffort": "low"}, {"temperature": 3}, {"temperature": "hot"},
+                {"stop": [""]}, {"stop": ["a"] * 17}, {"maxSteps": 0}, {"maxSteps": 1001}):
+        c3 = d.connect()
+        err = error_of(c3.response(c3.request("initialize", {"provider": "deepseek", **bad})))
+        assert err["code"] == INVALID_PARAMS and next(iter(bad)) in err["message"], (bad, err)
+
+
+def test_max_steps_from_initialize_and_the_failing_step(spawn, mock, tmp_path):
+    args = json.dumps({"pattern": "x"})
+    m = mock([{"tool_calls": [{"id": "call_g", "name": "grep", "arguments": args}]}])
+    d = ds_daemon(spawn, m, args=["--workspace-root", str(tmp_path / "ws")])
+    c = ds_conn(d, maxSteps=2)
+    resp, _ = c.run_prompt("S", "loop")
+    reason = result_of(resp)["reason"]
+    assert reason["code"] == "MAX_STEPS" and "2 model steps" in reason["message"], reason
+
+
 def test_initialize_without_api_key(spawn, mock):
     m = mock([{"text": "never"}])
     d = ds_daemon(spawn, m, key=None)

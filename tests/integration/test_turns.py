@@ -125,7 +125,8 @@ def test_error_directive(tcp_daemon):
     res = result_of(resp)
     assert res["status"] == "error"
     assert res["reason"]["kind"] == "error" and res["reason"]["message"] == "boom"
-    assert set(res["reason"]) <= {"kind", "message", "code"}
+    assert set(res["reason"]) <= {"kind", "message", "code", "step"}
+    assert res["reason"]["step"] == 0  # the model step that failed
     check_turn(events, turn=0)
     assert events[-1]["data"]["reason"] == res["reason"]
     # the session still works afterwards

@@ -41,6 +41,11 @@ struct InitializeParams {
   std::optional<ApprovalPolicy> approval_policy;
   /// The model's context window in tokens; unset: --context-window.
   std::optional<std::int64_t> context_window;
+  std::optional<bool> thinking;                 ///< "enabled" / "disabled"
+  std::optional<std::string> reasoning_effort;  ///< "high" or "max"
+  std::optional<double> temperature;            ///< 0..2
+  std::vector<std::string> stop;                ///< at most 16 sequences
+  std::optional<std::int64_t> max_steps;        ///< model steps per turn, 1..1000
 };
 
 struct InitializeResult {

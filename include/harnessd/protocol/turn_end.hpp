@@ -20,15 +20,17 @@ struct TurnEndReason {
   std::string reason;   ///< aborted: why ("cancelled", "connection closed", ...)
   std::string message;  ///< error: what happened
   std::string code;     ///< error: a stable code (RATE_LIMIT, ...); empty: none
+  std::optional<int> step;  ///< error: the model step it happened in
 
   static TurnEndReason completed() { return {}; }
-  static TurnEndReason aborted(std::string_view why) { return {Kind::aborted, std::string(why), {}, {}}; }
-  static TurnEndReason max_tokens() { return {Kind::max_tokens, {}, {}, {}}; }
-  static TurnEndReason error(std::string_view message, std::string_view code = {}) {
-    return {Kind::error, {}, std::string(message), std::string(code)};
+  static TurnEndReason aborted(std::string_view why) { return {Kind::aborted, std::string(why), {}, {}, {}}; }
+  static TurnEndReason max_tokens() { return {Kind::max_tokens, {}, {}, {}, {}}; }
+  static TurnEndReason error(std::string_view message, std::string_view code = {},
+                             std::optional<int> step = std::nullopt) {
+    return {Kind::error, {}, std::string(message), std::string(code), step};
   }
   /// The daemon stopped inside the turn; written when its log is next loaded.
-  static TurnEndReason interrupted() { return {Kind::interrupted, {}, {}, {}}; }
+  static TurnEndReason interrupted() { return {Kind::interrupted, {}, {}, {}, {}}; }
 };
 
 /// "completed", "aborted", "max-tokens", "error", "interrupted".
