@@ -51,7 +51,7 @@ def test_daemon_turn(harness, session_root):
 def test_daemon_turn_outcomes(harness):
     error = harness.run("@error boom")
     assert error.status == "error"
-    assert error.reason == {"kind": "error", "message": "boom", "code": "SCRIPTED"}
+    assert error.reason == {"kind": "error", "message": "boom", "code": "SCRIPTED", "step": 0}
     assert error.final_response == ""
     limited = harness.run("@max-tokens")
     assert (limited.status, limited.reason) == ("error", {"kind": "max-tokens"})

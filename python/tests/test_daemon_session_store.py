@@ -210,36 +210,36 @@ def test_daemon_subscribe_errors_and_unsubscribe(harness):
     assert client.session_unsubscribe("s") is False
     assert harness.start_session("s").unsubscribe() is False
     with harness.start_session("s").subscribe() as again:
-        assert again.last_seq == 9
+        assert again.last_seq == 10  # a first turn logs 11 events, its request/header included
     assert again.unsubscribed is True
 
 
 def test_daemon_subscribe_replays_then_follows(harness):
-    first = harness.run("hi", session_id="s")  # seq 0..9
+    first = harness.run("hi", session_id="s")  # seq 0..10
     session = harness.start_session("s")
     with session.subscribe(after_seq=4) as subscription:
-        assert (subscription.last_seq, subscription.seen_seq) == (9, 4)
-        replayed = [subscription.next_event(timeout_seconds=5) for _ in range(5)]
+        assert (subscription.last_seq, subscription.seen_seq) == (10, 4)
+        replayed = [subscription.next_event(timeout_seconds=5) for _ in range(6)]
         assert replayed == first.events[5:]
         # This connection's own turn comes once, through the prompt and the
         # subscription alike.
         second = session.run("again")
         live = list(subscription.events(timeout_seconds=10, until_turn_end=True))
-        assert live == second.events and [e["seq"] for e in live] == list(range(10, 20))
+        assert live == second.events and [e["seq"] for e in live] == list(range(11, 21))
         with pytest.raises(TimeoutError):
             subscription.next(timeout_seconds=0.2)
-        assert subscription.seen_seq == 19
+        assert subscription.seen_seq == 20
     assert subscription.unsubscribed is True
     # Without after_seq nothing is replayed.
     with session.subscribe() as quiet:
-        assert (quiet.last_seq, quiet.seen_seq) == (19, 19)
+        assert (quiet.last_seq, quiet.seen_seq) == (20, 20)
         with pytest.raises(TimeoutError):
             quiet.next(timeout_seconds=0.2)
     assert harness.client._notifications.qsize() == 0
 
 
 def test_daemon_subscribe_while_this_connection_runs_a_turn(harness, session_root):
-    harness.run("hi", session_id="mine")  # seq 0..9
+    harness.run("hi", session_id="mine")  # seq 0..10
     thread, outcome, _ = start_turn(harness, "mine", "@delay 10\n@chunks 40 4", count=3)
     # The replay and the turn's live events may interleave on the wire; the
     # subscription reads them in seq order, each once.
@@ -251,7 +251,7 @@ def test_daemon_subscribe_while_this_connection_runs_a_turn(harness, session_roo
     assert outcome["result"].status == "ok"
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert events == read_log(session_root, "mine")[1:]
-    assert events[10:] == outcome["result"].events
+    assert events[11:] == outcome["result"].events
 
 
 def test_daemon_subscribe_follows_another_connection(listening_daemon, tmp_path, session_root):

@@ -426,6 +426,15 @@ void Session::track_decision_event(std::string_view type, const json::object& da
 void Session::apply_to_conversation(std::int64_t seq, std::string_view type, const json::object& data) {
   track_decision_event(type, data);
   const std::size_t before = messages_.size();
+  if (type == "context/message") {
+    logged_instructions_[std::string(util::string_field(data, "path"))] =
+        std::string(util::string_field(data, "content"));
+    return;
+  }
+  if (type == "request/header") {
+    logged_request_header_ = json::serialize(data);
+    return;
+  }
   if (type == "compact/summary") {
     const json::value* shadowed = data.if_contains("shadowedSeqs");
     if (shadowed != nullptr && shadowed->is_array() && shadowed->get_array().size() == 2 &&

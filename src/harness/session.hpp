@@ -57,6 +57,9 @@ struct PromptInput {
   std::string model;
   std::optional<std::int64_t> max_tokens;
   std::optional<std::string> cwd;  ///< the workspace, recorded in the header of a new session
+  /// Where the chain of AGENTS.md files starts (a network client's
+  /// workspace root); unset: the repository (.git) holding the workspace.
+  std::optional<std::string> instructions_root;
   /// How far this prompt's tools may reach (the client's initialize.sandbox).
   tools::SandboxMode sandbox = tools::SandboxMode::workspace_write;
   const TurnOwner* owner = nullptr;  ///< who prompted: cancel(why, owner) matches it
@@ -112,6 +115,10 @@ class Session : public std::enable_shared_from_this<Session> {
   /// requested in the open turn and not yet resolved (what another node
   /// checks before it forwards a decision to the node running the turn).
   bool logged_pending(std::string_view id) const { return logged_pending_.contains(id); }
+  /// Strand-only, loaded: the content of each workspace instructions file as
+  /// last logged (context/message), and the last request/header's data.
+  std::map<std::string, std::string, std::less<>>& logged_instructions() noexcept { return logged_instructions_; }
+  std::string& logged_request_header() noexcept { return logged_request_header_; }
   /// Strand-only: keeps allowed_for_session() and logged_pending() true to
   /// an event of the log (the turn calls it for the events it makes).
   void track_decision_event(std::string_view type, const boost::json::object& data);
@@ -241,6 +248,8 @@ class Session : public std::enable_shared_from_this<Session> {
   PendingDecisions decisions_;
   std::set<std::string, std::less<>> allowed_tools_;
   std::map<std::string, std::string, std::less<>> logged_pending_;  ///< approval/question id -> tool name
+  std::map<std::string, std::string, std::less<>> logged_instructions_;  ///< path -> content
+  std::string logged_request_header_;  ///< serialized data of the last request/header
 };
 
 }  // namespace harnessd::harness

@@ -7,6 +7,7 @@
 
 #include "harness/admission.hpp"
 #include "harness/session.hpp"
+#include "harness/system_prompt.hpp"
 #include "harness/turn_stats.hpp"
 #include "harnessd/protocol/session_id.hpp"
 #include "tools/registry.hpp"
@@ -41,6 +42,8 @@ struct HarnessOptions {
   /// One turn's events (as logged) stop at about this many bytes: the turn
   /// ends with error code TURN_TOO_LARGE.
   std::size_t max_turn_bytes = std::size_t{64} << 20;
+  /// The persona section of the system prompt (a template, see system_prompt.hpp).
+  std::string persona{default_persona};
   /// How long a turn waits for an approval or an answer before it goes on
   /// without (--approval-timeout-ms).
   std::chrono::milliseconds approval_timeout{600'000};

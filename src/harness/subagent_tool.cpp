@@ -40,6 +40,7 @@ asio::awaitable<tools::ToolResult> run_subagent(Session& parent, std::string pro
   input.approval_policy = parent_input.approval_policy;
   input.context_window = parent_input.context_window;
   input.settings = parent_input.settings;
+  input.instructions_root = parent_input.instructions_root;
   input.max_steps = parent_input.max_steps;  // the child's own calls ask as the parent's would
 
   PromptOutcome outcome;
@@ -99,6 +100,10 @@ class SubagentTool final : public tools::Tool {
                       {"prompt", json::object{{"type", "string"}, {"description", "The full task for the subagent"}}}}},
         {"required", json::array{"description", "prompt"}}};
     return schema;
+  }
+  std::string_view guidance() const override {
+    return "Delegate a self-contained task (a search across many files, an independent change) to a subagent when "
+           "its details would crowd your context; its final answer comes back as the result.";
   }
   bool read_only() const override { return false; }
   bool asks_approval() const override { return false; }

@@ -2,6 +2,8 @@
 
 #include "harness/pending_decisions.hpp"
 #include "harness/session_registry.hpp"
+#include "harness/system_prompt.hpp"
+#include "harness/workspace_instructions.hpp"
 #include "harnessd/protocol/events.hpp"
 #include "harnessd/protocol/turn_end.hpp"
 #include "llm/provider.hpp"
@@ -89,6 +91,7 @@ class TurnRun final : public llm::ChunkSink {
     add(protocol::TurnStart{turn_});
     add_message(protocol::UserMessage{input_.content}, user_chat_message());
     co_await flush_if_full();
+    co_await load_instructions();
     protocol::TurnEndReason reason = co_await run_steps();
     // From here the turn ends as decided; a cancel that came first wins.
     if (reason.kind != protocol::TurnEndReason::Kind::aborted && !cancel_.settle()) reason = aborted();
@@ -222,6 +225,10 @@ class TurnRun final : public llm::ChunkSink {
       request.tools = tool_specs(session_.registry().tools(), session_.delegation_depth() < max_depth);
       request.context_window = input_.context_window;
       request.settings = input_.settings;
+      request.system_prompt = build_system_prompt(session_.registry().options().persona, input_.model,
+                                                  session_workspace().string(), request.tools);
+      request.instructions = instructions_;
+      add_request_header(request);
       // Past 80 % of the window the conversation is summarized first (again
       // within a turn only once it has grown by the tail's share since).
       if (const std::int64_t tokens = context_tokens(request);
@@ -412,6 +419,57 @@ class TurnRun final : public llm::ChunkSink {
     run.result.text = util::valid_utf8(run.result.text);
   }
 
+  /// Reads the AGENTS.md chain of the session's workspace (on the tool
+  /// pool) for this turn's requests; a file seen for the first time in the
+  /// session, or changed since, is logged as context/message.
+  asio::awaitable<void> load_instructions() {
+    const std::filesystem::path cwd = session_workspace();
+    std::optional<std::filesystem::path> root;
+    if (input_.instructions_root) root = *input_.instructions_root;
+    std::vector<InstructionFile> files;
+    try {
+      std::function<tools::ToolResult()> read = [&files, &cwd, &root] {
+        files = read_instruction_chain(instructions_root(cwd, root), cwd);
+        return tools::ToolResult{};
+      };
+      co_await session_.registry().tool_pool().run(std::move(read));
+    } catch (const std::exception&) {
+      files.clear();  // unreadable instructions are no instructions
+    }
+    auto& logged = session_.logged_instructions();
+    for (const InstructionFile& file : files) {
+      if (const auto it = logged.find(file.path); it != logged.end() && it->second == file.content) continue;
+      add_raw("context/message", json::object{{"source", "AGENTS.md"}, {"path", file.path}, {"content", file.content}});
+      logged[file.path] = file.content;
+    }
+    instructions_ = instructions_text(files);
+  }
+
+  /// Logs request/header when what frames the conversation (system prompt,
+  /// tools, model and settings) differs from the session's last one.
+  void add_request_header(const llm::ModelRequest& request) {
+    json::array tools;
+    for (const llm::ToolSpec& tool : request.tools) tools.emplace_back(tool.name);
+    json::object settings{{"contextWindow", input_.context_window}};
+    if (request.settings.thinking) settings["thinking"] = *request.settings.thinking ? "enabled" : "disabled";
+    if (request.settings.reasoning_effort) settings["reasoningEffort"] = *request.settings.reasoning_effort;
+    if (request.settings.temperature) settings["temperature"] = *request.settings.temperature;
+    if (!request.settings.stop.empty()) {
+      settings["stop"] = json::array(request.settings.stop.begin(), request.settings.stop.end());
+    }
+    if (request.max_tokens) settings["maxTokens"] = *request.max_tokens;
+    if (input_.max_steps > 0) settings["maxSteps"] = input_.max_steps;
+    json::object header{{"provider", input_.provider->name()},
+                        {"model", request.model},
+                        {"systemPrompt", request.system_prompt},
+                        {"tools", std::move(tools)},
+                        {"settings", std::move(settings)}};
+    std::string serialized = json::serialize(header);
+    if (serialized == session_.logged_request_header()) return;
+    add_raw("request/header", header);
+    session_.logged_request_header() = std::move(serialized);
+  }
+
   /// The request's size in tokens: what the provider reported for the last
   /// step of this turn, else the request's bytes / 4.
   std::int64_t context_tokens(const llm::ModelRequest& request) const {
@@ -466,6 +524,14 @@ class TurnRun final : public llm::ChunkSink {
     // The summarizing request: the older messages (the oldest dropped if
     // even they overflow the window) and the instruction.
     compaction_messages_.assign(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(tail));
+    // A message over half the window (a huge tool output, a long answer)
+    // is summarized from its beginning and its end.
+    const auto half_window_bytes = static_cast<std::size_t>(window) * 2;
+    for (llm::ChatMessage& m : compaction_messages_) {
+      shorten(m.text, half_window_bytes);
+      shorten(m.reasoning, half_window_bytes);
+      for (llm::ToolCall& call : m.tool_calls) shorten(call.arguments, half_window_bytes);
+    }
     const std::int64_t shadowed_from = session_.message_seqs().front();
     const std::int64_t shadowed_to = session_.message_seqs()[tail - 1];
     while (compaction_messages_.size() > 1 &&
@@ -517,6 +583,17 @@ class TurnRun final : public llm::ChunkSink {
     add(end);
     co_await flush();
     co_return true;
+  }
+
+  /// Cuts `text` to about `max` bytes: its first and last halves around a
+  /// note of what was left out (kept valid UTF-8).
+  static void shorten(std::string& text, std::size_t max) {
+    if (text.size() <= max) return;
+    const std::size_t half = max / 2;
+    std::string cut = text.substr(0, half);
+    cut += "\n[... " + std::to_string(text.size() - 2 * half) + " bytes left out ...]\n";
+    cut += std::string_view(text).substr(text.size() - half);
+    text = util::valid_utf8(cut);
   }
 
   /// What a compaction request asks of the model.
@@ -804,6 +881,7 @@ class TurnRun final : public llm::ChunkSink {
   bool retried_after_compaction_ = false;  ///< CONTEXT_WINDOW_EXCEEDED is retried once per turn
   std::int64_t compacted_at_ = -1;         ///< the context size of this turn's last compaction
   std::vector<llm::ChatMessage> compaction_messages_;  ///< a compaction request's messages
+  std::string instructions_;  ///< this turn's workspace instructions, as sent
   std::size_t turn_bytes_ = 0;  ///< of every event made so far (envelopes not counted)
   bool too_large_ = false;      ///< past --max-turn-bytes: the turn ends TURN_TOO_LARGE
 };
@@ -821,7 +899,8 @@ std::vector<llm::ToolSpec> tool_specs(const tools::ToolRegistry& registry, bool 
   std::vector<llm::ToolSpec> specs;
   for (const tools::Tool* tool : registry.all()) {
     if (tool->delegates() && !may_delegate) continue;
-    specs.push_back(llm::ToolSpec{std::string(tool->name()), std::string(tool->description()), tool->input_schema()});
+    specs.push_back(llm::ToolSpec{std::string(tool->name()), std::string(tool->description()), tool->input_schema(),
+                                  std::string(tool->guidance())});
   }
   return specs;
 }

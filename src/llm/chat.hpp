@@ -33,6 +33,7 @@ struct ToolSpec {
   std::string name;
   std::string description;
   boost::json::object parameters;  ///< JSON Schema of the arguments
+  std::string guidance;            ///< the tool's section of the system prompt; may be empty
 };
 
 /// Why a model is called: a step of a turn, or a summary of the
@@ -56,6 +57,9 @@ struct ModelRequest {
   std::vector<ToolSpec> tools;
   RequestPurpose purpose = RequestPurpose::turn;
   ModelSettings settings;
+  std::string system_prompt;
+  /// Workspace instructions (AGENTS.md), sent ahead of the first user message.
+  std::string instructions;
   /// The session's context window in tokens (initialize.contextWindow).
   std::int64_t context_window = 128'000;
 };

@@ -375,7 +375,7 @@ asio::awaitable<ModelResult> DeepSeekProvider::stream(const ModelRequest& reques
                                                       CancelScope& cancel) {
   ModelRequest effective = request;
   if (effective.model.empty()) effective.model = config_.default_model;
-  const std::string body = json::serialize(openai::build_request_body(effective, config_.system_prompt));
+  const std::string body = json::serialize(openai::build_request_body(effective));
 
   ModelResult last;
   for (int attempt_number = 1; attempt_number <= config_.max_attempts; ++attempt_number) {

@@ -19,7 +19,6 @@ struct DeepSeekConfig {
   std::string api_key;                              ///< never logged
   std::string base_url = "https://api.deepseek.com";
   std::string default_model = "deepseek-chat";
-  std::string system_prompt = "You are a helpful assistant.";
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds first_byte_timeout{60'000};
   std::chrono::milliseconds idle_timeout{60'000};   ///< longest silence inside a stream

@@ -61,7 +61,8 @@ std::size_t replace_non_finite(json::value& value) {
   return replaced;
 }
 
-json::object build_request_body(const ModelRequest& request, std::string_view system_prompt) {
+json::object build_request_body(const ModelRequest& request) {
+  const std::string_view system_prompt = request.system_prompt;
   const std::vector<ChatMessage>& history = *request.messages;
   // Tool calls without a result (a turn cancelled mid-tool) would make the
   // API refuse the whole conversation: only answered calls are sent.
@@ -72,7 +73,13 @@ json::object build_request_body(const ModelRequest& request, std::string_view sy
 
   json::array messages;
   if (!system_prompt.empty()) messages.push_back(json::object{{"role", "system"}, {"content", system_prompt}});
+  bool instructions_sent = request.instructions.empty();
   for (const ChatMessage& m : history) {
+    if (!instructions_sent && m.role == ChatMessage::Role::user) {
+      // Ahead of the first user message (and merged into it below).
+      messages.push_back(json::object{{"role", "user"}, {"content", request.instructions}});
+      instructions_sent = true;
+    }
     switch (m.role) {
       case ChatMessage::Role::user: {
         // Consecutive user messages (after an aborted turn) are merged.

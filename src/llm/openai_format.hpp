@@ -23,8 +23,10 @@ namespace harnessd::llm::openai {
 /// passed through this before it can reach a client or a session log.
 std::size_t replace_non_finite(boost::json::value& value);
 
-/// The JSON body of POST /chat/completions with `stream: true`.
-boost::json::object build_request_body(const ModelRequest& request, std::string_view system_prompt);
+/// The JSON body of POST /chat/completions with `stream: true`: the
+/// request's system prompt, its workspace instructions ahead of the first
+/// user message, the conversation, its tools and settings.
+boost::json::object build_request_body(const ModelRequest& request);
 
 /// Folds `data:` payloads of one streamed response into protocol chunks.
 class StreamDecoder {

@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fstream>
+#include <iterator>
+
 
 namespace harnessd {
 
@@ -198,7 +201,18 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
                  "With --ws-deflate, compress messages of at least this many bytes");
 
   // deepseek
-  app.add_option("--system-prompt", config.deepseek.system_prompt, "System prompt sent to the deepseek provider");
+  app.add_option("--system-prompt", config.harness.persona,
+                 "The persona section of every request's system prompt, a template: {{model}} and {{cwd}} are "
+                 "replaced (it follows the daemon's identity and precedes each offered tool's guidance)");
+  app.add_option_function<std::string>(
+         "--system-prompt-file",
+         [&config](const std::string& path) {
+           std::ifstream in(path);
+           if (!in) throw CLI::ValidationError("--system-prompt-file", "cannot read " + path);
+           config.harness.persona.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+         },
+         "--system-prompt from a file")
+      ->excludes("--system-prompt");
   add_ms(app, "--model-connect-timeout-ms", config.deepseek.connect_timeout,
          "deepseek: connect + TLS handshake deadline");
   add_ms(app, "--model-first-byte-timeout-ms", config.deepseek.first_byte_timeout,

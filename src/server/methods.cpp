@@ -170,6 +170,7 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   input.approval_policy = client.approval_policy;
   input.context_window = client.context_window;
   input.settings = client.settings;
+  if (client.network) input.instructions_root = workspace_root_of(client).string();
   input.max_steps = client.max_steps;
 
   OutboxSink sink(client.outbox, context.metrics, context.config.credentials.namespaced());

@@ -45,6 +45,10 @@ class AskUserQuestionTool final : public Tool {
         {"required", json::array{"questions"}}};
     return schema;
   }
+  std::string_view guidance() const override {
+    return "Ask only when the decision is the user's (a preference, an ambiguous requirement); otherwise decide, and "
+           "say what you assumed.";
+  }
   bool read_only() const override { return false; }
   bool asks_approval() const override { return false; }  // it asks the user anyway
 

@@ -325,6 +325,11 @@ class BashTool final : public Tool {
         {"required", json::array{"command", "description"}}};
     return schema;
   }
+  std::string_view guidance() const override {
+    return "Commands run in a sandbox: the workspace is writable, the rest of the file system is not, and the network "
+           "is off unless the daemon allows it. Prefer read, grep and glob over cat, grep and find; run long jobs in "
+           "the background and poll them with task_output.";
+  }
   bool read_only() const override { return false; }
 
   asio::awaitable<ToolResult> run(const json::object& args, ToolContext& context) override {

@@ -136,6 +136,9 @@ class EditTool final : public Tool {
   std::string_view name() const override { return "edit"; }
   std::string_view description() const override { return description_text; }
   const json::object& input_schema() const override { return schema_; }
+  std::string_view guidance() const override {
+    return "Read a file before you edit it, and make old_string long enough to match exactly once.";
+  }
   bool read_only() const override { return false; }
 
   asio::awaitable<ToolResult> run(const json::object& args, ToolContext& context) override {

@@ -39,6 +39,10 @@ class TodoWriteTool final : public Tool {
         {"required", json::array{"todos"}}};
     return schema;
   }
+  std::string_view guidance() const override {
+    return "For work of three steps or more, keep a todo list with todo_write: one item in_progress at a time, marked "
+           "completed as soon as it is done.";
+  }
   bool read_only() const override { return false; }
   bool asks_approval() const override { return false; }
 

@@ -47,6 +47,9 @@ class Tool {
   virtual std::string_view description() const = 0;
   /// JSON Schema of the arguments object.
   virtual const boost::json::object& input_schema() const = 0;
+  /// How to use the tool well beyond its description: the tool's section of
+  /// the system prompt (empty: none).
+  virtual std::string_view guidance() const { return {}; }
   /// Read-only tools of one step run in parallel and never ask for approval.
   virtual bool read_only() const = 0;
   /// Under the `ask` approval policy, whether a call waits for a client's

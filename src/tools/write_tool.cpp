@@ -50,6 +50,9 @@ class WriteTool final : public Tool {
   std::string_view name() const override { return "write"; }
   std::string_view description() const override { return description_text; }
   const json::object& input_schema() const override { return schema_; }
+  std::string_view guidance() const override {
+    return "Use write for new files or whole rewrites; read an existing file first. Prefer edit for small changes.";
+  }
   bool read_only() const override { return false; }
 
   asio::awaitable<ToolResult> run(const json::object& args, ToolContext& context) override {

@@ -889,6 +889,13 @@ def check_event(ev: Any) -> None:
     elif t == "compact/end":
         assert _is_int(d.get("turn")), ev
         assert "error" not in d or isinstance(d["error"], str), ev
+    elif t == "context/message":
+        assert d.get("source") == "AGENTS.md" and isinstance(d.get("path"), str), ev
+        assert isinstance(d.get("content"), str), ev
+    elif t == "request/header":
+        assert isinstance(d.get("systemPrompt"), str) and isinstance(d.get("tools"), list), ev
+        assert isinstance(d.get("model"), str) and isinstance(d.get("provider"), str), ev
+        assert isinstance(d.get("settings"), dict) and _is_int(d["settings"].get("contextWindow")), ev
     elif t == "todo/write":
         assert isinstance(d.get("todos"), list), ev
     elif t == "turn/end":

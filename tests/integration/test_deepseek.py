@@ -215,7 +215,7 @@ def test_text_turn(spawn, mock):
 
     types = [e["type"] for e in events]
     n = len(chunks(events))
-    assert types == ["turn/start", "user/message", "step/start"] + ["assistant/chunk"] * n + \
+    assert types == ["turn/start", "user/message", "request/header", "step/start"] + ["assistant/chunk"] * n + \
         ["assistant/message", "step/end", "turn/end"], types
     cs = chunks(events)
     pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
@@ -577,9 +577,11 @@ def test_history_second_prompt(spawn, mock):
     assert events[0]["seq"] > 0
     bodies = m.bodies()
     assert len(bodies) == 2
-    assert history(bodies[0]) == [("system", "You are harness test bot."), ("user", "first question")]
-    assert history(bodies[1]) == [("system", "You are harness test bot."), ("user", "first question"),
-                                  ("assistant", "first answer"), ("user", "second question")], history(bodies[1])
+    system = bodies[0]["messages"][0]
+    assert system["role"] == "system" and "\n\nYou are harness test bot.\n\n# Tools\n\n## " in system["content"], system
+    assert history(bodies[0])[1:] == [("user", "first question")]
+    assert history(bodies[1])[1:] == [("user", "first question"), ("assistant", "first answer"),
+                                      ("user", "second question")], history(bodies[1])
     check_request_shape(bodies[1])
 
 

@@ -353,7 +353,7 @@ def test_sessions_json_pages_through_every_session(spawn, tmp_path):
         rows = [json.loads(line) for line in proc.stdout.splitlines()]
         by_id = {r["sessionId"]: r for r in rows}
         assert len(by_id) == len(rows) == 5, rows
-        assert by_id["alpha"]["lastSeq"] == 9 and by_id["alpha"]["turns"] == 1, by_id["alpha"]
+        assert by_id["alpha"]["lastSeq"] == 10 and by_id["alpha"]["turns"] == 1, by_id["alpha"]
         assert by_id["beta"]["turns"] == 2 and by_id["beta"]["running"] is False, by_id["beta"]
         children = [r for r in rows if r.get("parentSessionId") == "kid"]
         assert len(children) == 1 and children[0]["sessionId"].startswith("kid.sub-"), rows
@@ -384,7 +384,7 @@ def test_sessions_table(spawn, tmp_path):
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert len(rows) == 3, describe(proc)
     # ID, CREATED (date time), UPDATED (date time), LASTSEQ, TURNS, RUNNING, PARENT
-    assert rows["solo"][5:] == ["9", "1", "no", "-"], describe(proc)
+    assert rows["solo"][5:] == ["10", "1", "no", "-"], describe(proc)
     assert rows["solo"][1].count("-") == 2 and rows["solo"][2].count(":") == 2, describe(proc)
     child = [r for sid, r in rows.items() if sid.startswith("kid.sub-")]
     assert len(child) == 1 and child[0][-1] == "kid", describe(proc)

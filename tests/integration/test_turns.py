@@ -34,7 +34,7 @@ def test_turn_event_stream(spawn, transport):
     check_contiguous(events, first_seq=0)
     types = [e["type"] for e in events]
     n_chunks = types.count("assistant/chunk")
-    assert types == ["turn/start", "user/message", "step/start"] + ["assistant/chunk"] * n_chunks + \
+    assert types == ["turn/start", "user/message", "request/header", "step/start"] + ["assistant/chunk"] * n_chunks + \
         ["assistant/message", "step/end", "turn/end"], types
     chunks = [e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk"]
     assert chunks[0] == {"type": "block-start", "index": 0, "blockType": "text"}
@@ -42,7 +42,8 @@ def test_turn_event_stream(spawn, transport):
     assert chunks[-1]["type"] == "finish"
     assert all(ch["type"] in ("text-delta", "block-end", "usage") for ch in chunks[1:-1]), chunks
     assert events[1]["data"] == {"content": [{"type": "text", "text": "hello"}], "source": {"kind": "user"}}
-    assert events[2]["data"] == {"turn": 0, "step": 0}
+    assert events[2]["type"] == "request/header" and events[2]["data"]["provider"] == "scripted"
+    assert events[3]["data"] == {"turn": 0, "step": 0}
     assert events[-1]["data"] == {"turn": 0, "reason": {"kind": "completed"}}
     assert "".join(text_deltas(events)) == "echo: hello"
     assert final_text(events) == "echo: hello"
@@ -56,7 +57,7 @@ def test_turn_event_stream(spawn, transport):
     resp2, events2 = c.run_prompt("ev", "again")
     assert result_of(resp2) == OK
     check_turn(events2, turn=1)
-    check_contiguous(events2, first_seq=10)
+    check_contiguous(events2, first_seq=11)  # the first turn's 11 events, its request/header included
     assert final_text(events2) == "echo: again"
     c.assert_no_new_frames(0.05)
 
@@ -166,7 +167,7 @@ def test_longest_session_id(tcp_daemon):
     check_turn(events, turn=0)
     resp, events = c.run_prompt(sid, "y")
     assert result_of(resp) == OK, resp
-    assert events[0]["seq"] == 10
+    assert events[0]["seq"] == 11
 
 
 @pytest.mark.skipif(PG_MODE, reason="about jsonl files on disk")

@@ -30,7 +30,9 @@ TEST_CASE("the request body carries the system prompt, history, tools and limits
   request.max_tokens = 100;
   request.messages = &history;
   request.tools.push_back(ToolSpec{"subagent", "delegate", json::object{{"type", "object"}}});
-  const json::object body = openai::build_request_body(request, "be brief");
+  request.system_prompt = "be brief";
+  request.instructions = "<workspace-instructions>rules</workspace-instructions>";
+  const json::object body = openai::build_request_body(request);
 
   CHECK(body.at("model") == "deepseek-chat");
   CHECK(body.at("stream") == true);
@@ -40,9 +42,12 @@ TEST_CASE("the request body carries the system prompt, history, tools and limits
   const json::array& messages = body.at("messages").as_array();
   REQUIRE(messages.size() == 6);
   CHECK(messages[0].at("role") == "system");
-  CHECK(messages[1].at("content") == "first");
-  // Reasoning is never sent back; the unanswered call_2 is dropped.
-  CHECK_FALSE(messages[2].as_object().contains("reasoning_content"));
+  CHECK(messages[0].at("content") == "be brief");
+  // The workspace instructions go ahead of the first user message, merged with it.
+  CHECK(messages[1].at("content") == "<workspace-instructions>rules</workspace-instructions>\n\nfirst");
+  // A tool-calling step's reasoning goes back (thinking mode needs it); the
+  // unanswered call_2 is dropped.
+  CHECK(messages[2].at("reasoning_content") == "hidden");
   CHECK(messages[2].at("content").is_null());
   REQUIRE(messages[2].at("tool_calls").as_array().size() == 1);
   CHECK(messages[2].at("tool_calls").at(0).at("function").at("arguments") == "{\"prompt\":\"p\"}");
