@@ -982,7 +982,7 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
     const auto r = std::find_if(list.sessions.begin(), list.sessions.end(),
                                 [](const SessionSummary& s) { return s.session_id == "R"; });
     REQUIRE(r != list.sessions.end());
-    CHECK(r->last_seq == 9);
+    CHECK(r->last_seq == 10);
     CHECK(r->turns == 1);
     CHECK_FALSE(r->running);
     CHECK(r->created_at > 0);
@@ -990,10 +990,10 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
 
     // session/events, whole and in pages
     const SessionEvents all = a->session_events("R").get();
-    REQUIRE(all.events.size() == 10);
+    REQUIRE(all.events.size() == 11);
     CHECK(all.events.front().at("type") == "turn/start");
     CHECK(all.events.back().at("type") == "turn/end");
-    CHECK(all.last_seq == 9);
+    CHECK(all.last_seq == 10);
     CHECK_FALSE(all.more);
     const SessionEvents page = a->session_events("R", 2, 3).get();
     REQUIRE(page.events.size() == 3);
@@ -1011,19 +1011,19 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
     b->initialize().get();
     EventCollector replay;
     SessionSubscription replayed = b->session_subscribe("R", 4, replay.handler()).get();
-    CHECK(replayed.last_seq == 9);
-    CHECK(replay.seqs() == seq_range(5, 9));  // all before the response
+    CHECK(replayed.last_seq == 10);
+    CHECK(replay.seqs() == seq_range(5, 10));  // all before the response
     CHECK(b->session_unsubscribe("R").get());
     replayed.events.reset();
 
     EventCollector live;
-    SessionSubscription following = b->session_subscribe("R", 9, live.handler()).get();
-    CHECK(following.last_seq == 9);
+    SessionSubscription following = b->session_subscribe("R", 10, live.handler()).get();
+    CHECK(following.last_seq == 10);
     CHECK(a->session_prompt("R", "@chunks 3 4").get().status == "ok");
     REQUIRE(live.ended.get_future().wait_for(10s) == std::future_status::ready);
     const std::vector<std::int64_t> seqs = live.seqs();
     REQUIRE_FALSE(seqs.empty());
-    CHECK(seqs == seq_range(10, seqs.back()));
+    CHECK(seqs == seq_range(11, seqs.back()));
     CHECK(b->session_unsubscribe("R").get());
     CHECK_FALSE(b->session_unsubscribe("R").get());
 

@@ -108,7 +108,7 @@ TEST_CASE("a turn emits the protocol's events in order with contiguous seq") {
   auto outcome = run_prompt(io, registry.get_or_create("s"), f.input("@chunks 2 3"), sink);
   CHECK(outcome.reason.kind == protocol::TurnEndReason::Kind::completed);
   CHECK(outcome.final_text == "aaabbb");
-  CHECK(types_of(sink) == std::vector<std::string>{"turn/start", "user/message", "step/start", "assistant/chunk",
+  CHECK(types_of(sink) == std::vector<std::string>{"turn/start", "user/message", "request/header", "step/start", "assistant/chunk",
                                                    "assistant/chunk", "assistant/chunk", "assistant/chunk",
                                                    "assistant/chunk", "assistant/message", "step/end", "turn/end"});
   for (std::size_t i = 0; i < sink.events.size(); ++i) CHECK(sink.events[i].second.at("seq") == i);
@@ -197,7 +197,7 @@ TEST_CASE("idle sessions are evicted, their logs closed, and they load again as 
   held.reset();
   RecordingSink again;
   run_prompt(io, registry.get_or_create("e5"), f.input("hi"), again);
-  CHECK(again.events.front().second.at("seq") == 10);  // the log continues
+  CHECK(again.events.front().second.at("seq") == 11);  // the log continues
   CHECK(again.events.front().second.at("data").at("turn") == 1);
 }
 
@@ -248,7 +248,7 @@ TEST_CASE("a log that ends inside a turn is closed with an interrupted turn/end 
   // Simulate a crash mid-turn: a turn/start and a torn line after the last turn/end.
   {
     std::ofstream out(f.root / "r.jsonl", std::ios::app);
-    out << R"({"type":"turn/start","seq":10,"time":1,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}})" "\n";
+    out << R"({"type":"turn/start","seq":11,"time":1,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}})" "\n";
     out << R"({"type":"user/mess)";
   }
   asio::io_context& io = f.io;
@@ -256,17 +256,17 @@ TEST_CASE("a log that ends inside a turn is closed with an interrupted turn/end 
   RecordingSink sink;
   auto outcome = run_prompt(io, registry.get_or_create("r"), f.input("again"), sink);
   CHECK(outcome.reason.kind == protocol::TurnEndReason::Kind::completed);
-  CHECK(sink.events.front().second.at("seq") == 12);  // 11 is the appended interrupted turn/end
+  CHECK(sink.events.front().second.at("seq") == 13);  // 12 is the appended interrupted turn/end
   CHECK(sink.events.front().second.at("data").at("turn") == 2);
 
   std::ifstream in(f.root / "r.jsonl");
   std::string line;
   std::vector<json::object> lines;
   while (std::getline(in, line)) lines.push_back(json::parse(line).as_object());
-  REQUIRE(lines.size() > 12);
-  CHECK(lines[12].at("type") == "turn/end");
-  CHECK(lines[12].at("data").at("reason").at("kind") == "interrupted");
-  CHECK(lines[12].at("seq") == 11);
+  REQUIRE(lines.size() > 13);
+  CHECK(lines[13].at("type") == "turn/end");
+  CHECK(lines[13].at("data").at("reason").at("kind") == "interrupted");
+  CHECK(lines[13].at("seq") == 12);
 }
 
 TEST_CASE("the subagent tool runs a child session and reports its answer") {
