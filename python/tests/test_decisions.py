@@ -162,15 +162,16 @@ def test_approval_policy_is_checked():
 
 
 def test_network_daemon_asks_by_default(listening_daemon, tmp_path):
+    # A network client's cwd lies under the daemon's workspace root.
     daemon = listening_daemon()
     with DeepSeekHarness(provider="scripted", address=daemon.url("tcp"), cwd=str(tmp_path),
                          request_timeout_seconds=60) as h:
         result = h.run(write_line("g.txt"), approval_handler=lambda r: "allowed-once")
         assert result.status == "ok"
         assert "approval/requested" in event_types(result)
-        assert (tmp_path / "g.txt").exists()
+        assert len(list(tmp_path.rglob("g.txt"))) == 1
     with DeepSeekHarness(provider="scripted", address=daemon.url("tcp"), cwd=str(tmp_path), approval_policy="never",
                          request_timeout_seconds=60) as never:
         quiet = never.run(write_line("h.txt"))
     assert "approval/requested" not in event_types(quiet)
-    assert (tmp_path / "h.txt").exists()
+    assert len(list(tmp_path.rglob("h.txt"))) == 1
