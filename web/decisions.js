@@ -140,7 +140,7 @@ export class ApprovalCard extends DecisionCard {
 
     const what = headline(this.toolName, args);
     const title = h('div', { class: 'decision-title' },
-      h('span', { class: 'decision-icon', 'aria-hidden': 'true', text: '✋' }),
+      h('span', { class: 'decision-icon', 'aria-hidden': 'true', text: '⚠' }),
       h('span', { text: 'Allow ' }),
       h('span', { class: 'tool-name', 'data-testid': 'approval-tool', text: this.toolName }),
       what ? h('span', { class: 'decision-target', title: what, text: ` ${what}` }) : null,
@@ -172,6 +172,7 @@ export class ApprovalCard extends DecisionCard {
       this.messageEl,
     ];
     const actions = h('div', { class: 'decision-actions' }, ...this.controls.slice(0, 3));
+    this.previewEl = preview;
     this.el.append(title, reason, preview, h('div', { class: 'decision-form' }, this.messageEl, actions),
       this.errorEl, this.outcomeEl);
   }
@@ -190,6 +191,9 @@ export class ApprovalCard extends DecisionCard {
       : outcome === 'cancelled' ? 'aborted' : 'error';
     const why = SOURCE_LABELS[source] ?? '';
     this.el.dataset.outcome = String(outcome ?? '');
+    // An allowed call's result shows what it did (its own diff): the preview
+    // of what it would do goes. A refused one keeps it, to show what was refused.
+    if (status === 'ok') this.previewEl.remove();
     this.settle('resolved', status, label, `${this.toolName}: ${label}${why ? ` (${why})` : ''}`);
   }
 }
