@@ -413,7 +413,7 @@ class ToolsListResponse(BaseModel):
 # ---------------------------------------------------------------- approvals and questions
 #
 # harnessd's approval/requested and question/requested events, read for a
-# handler, and what the handler answers (docs/protocol.md §4.12-4.13).
+# handler, and what the handler answers (docs/protocol.md §4.11-§4.12).
 
 
 def _outcome(value: Any, where: str) -> str:

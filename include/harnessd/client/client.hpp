@@ -143,7 +143,7 @@ SessionPromptResponse parse_session_prompt_result(const boost::json::value& resu
 /// nullptr for other notifications.
 const boost::json::object* event_of(const Notification& notification);
 
-// The decision events (protocol §4.12-§4.13), typed. Each takes an event
+// The decision events (docs/protocol.md §4.11-§4.12), typed. Each takes an event
 // as session/events and session.event carry it ({type, seq, time, data}):
 // nullopt when the event is of another type; ProtocolError when it is of
 // this type but malformed.
