@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Sequence, Union
 
-from .client import HarnessClient, HarnessConfig, SessionSubscription
+from .client import HarnessClient, HarnessConfig, NotificationFilter, SessionSubscription, _session_filter
 from .errors import HarnessError, InvalidParamsError
 from .models import (
     ApprovalDecision,
@@ -397,6 +397,34 @@ def _decide(
         raise
 
 
+_DECISION_EVENTS = ("approval/requested", "question/requested")
+
+
+def _turn_filter(session_id: str) -> NotificationFilter:
+    """The session's notifications (as ``subscribe_session_notifications``
+    takes them), plus the approval and question requests of the subagents
+    its turns start, at any depth: a subagent's tool call waits for a
+    decision in the subagent's own session. Runs on the reader thread, in
+    arrival order, so a child is known before its first event."""
+
+    own = _session_filter(session_id)
+    family = {session_id}
+
+    def accept(notification: Notification) -> bool:
+        payload = notification.payload
+        if notification.method == "subagent.started" and payload.get("parentSessionId") in family:
+            child = payload.get("childSessionId")
+            if isinstance(child, str):
+                family.add(child)
+        if own(notification):
+            return True
+        event = payload.get("event")
+        return (notification.method == "session.event" and payload.get("sessionId") in family
+                and isinstance(event, dict) and event.get("type") in _DECISION_EVENTS)
+
+    return accept
+
+
 class Session:
     """One conversation on a harness, by id.
 
@@ -461,6 +489,15 @@ class Session:
 
         def collect(notification: Notification) -> None:
             nonlocal callback_failed, last_seq
+            if notification.method == "session.event" and notification.payload.get("sessionId") != self.id:
+                # A subagent's approval or question (_turn_filter): answered,
+                # not part of this turn's notifications.
+                try:
+                    _decide(client, notification, approvals, questions)
+                except BaseException:
+                    callback_failed = True
+                    raise
+                return
             seq = _own_event_seq(notification, self.id)
             if seq is not None:
                 # A session/subscribe of this connection may replay events
@@ -482,7 +519,7 @@ class Session:
                 if isinstance(event, dict):
                     events.append(event)
 
-        with client.subscribe_session_notifications(self.id) as subscription:
+        with client.subscribe_notifications(_turn_filter(self.id)) as subscription:
             try:
                 response = client.session_prompt(
                     self.id,

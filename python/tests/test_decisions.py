@@ -175,3 +175,23 @@ def test_network_daemon_asks_by_default(listening_daemon, tmp_path):
         quiet = never.run(write_line("h.txt"))
     assert "approval/requested" not in event_types(quiet)
     assert len(list(tmp_path.rglob("h.txt"))) == 1
+
+
+def test_a_subagents_calls_are_decided_too(asking, tmp_path):
+    """A subagent's tool call waits in the subagent's own session: the turn's
+    handler decides it, and without one the SDK rejects it (no wait for the
+    daemon's timeout)."""
+
+    seen: list[ApprovalRequest] = []
+    result = asking.run('@subagent ' + write_line("sub.txt"), approval_handler=lambda r: seen.append(r) or True)
+    assert result.status == "ok", result.reason
+    assert (tmp_path / "sub.txt").exists()
+    [request] = seen
+    assert request.tool_name == "write" and request.session_id != result.session_id
+    # The subagent's events stay out of the parent's turn.
+    assert {n.payload.get("sessionId", result.session_id) for n in result.notifications} == {result.session_id}
+
+    refused = asking.run('@subagent ' + write_line("sub2.txt"))
+    assert refused.status == "ok", refused.reason
+    assert not (tmp_path / "sub2.txt").exists()
+    assert NO_HANDLER_MESSAGE in refused.final_response

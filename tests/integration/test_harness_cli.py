@@ -756,3 +756,11 @@ def test_a_terminal_is_asked(spawn, tmp_path):
     assert "not that one" in out, out
     answers = json.loads(out.split("ask_user_question said: ", 1)[1].strip())
     assert answers == [{"id": "db", "selected": ["SQLite"]}, {"id": "name", "selected": [], "custom": "my project"}]
+
+
+def test_approve_all_covers_a_subagents_calls(tmp_path):
+    proc = run_cli(["prompt", *spawn_args(), "--approval-policy", "ask", "--approve", "all",
+                    "@subagent " + write_prompt("sub.txt")], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert (tmp_path / "sub.txt").exists()
+    assert "harness: allowed write sub.txt (--approve all)" in proc.stderr, describe(proc)
