@@ -1194,6 +1194,8 @@ function unsubscribe() {
 
 // ---- sidebar: the daemon's sessions --------------------------------------------
 
+const WAITING = { approval: 'needs approval', question: 'has a question' };
+
 const sidebar = {
   entries: new Map(), // sessionId -> session/list entry
   cursor: null,       // nextCursor of the deepest page loaded
@@ -1359,7 +1361,8 @@ const sidebar = {
     h('span', { class: 'session-main' },
       h('span', { class: 'session-title', text: title }),
       h('span', { class: 'session-meta', text: meta.join(' · ') })),
-    running ? statusBadge('running', 'running') : null);
+    // A turn waiting for a person (session/list's `waiting`) says so: it may be another session's.
+    running ? (WAITING[s.waiting] ? statusBadge('waiting', WAITING[s.waiting]) : statusBadge('running', 'running')) : null);
     el.style.setProperty('--depth', String(depth));
     return el;
   },

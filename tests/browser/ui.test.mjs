@@ -1081,6 +1081,9 @@ test('an approval asked in one tab is given from a second tab opened while the t
   assert.ok((await cardB.$eval('[data-testid="approval-reason"]', (el) => el.textContent)).length > 0, 'a reason');
   assert.deepEqual(await cardB.$$eval('.diff-add', (els) => els.map((e) => e.textContent)), ['+from tab B', '+second line']);
   assert.equal(await cardB.$$eval('button:disabled', (els) => els.length), 0);
+  // The sidebar (session/list's `waiting`) says the session needs a decision.
+  assert.equal(await tabB.textContent(`[data-testid="session-item"][data-session="${id}"] .badge[data-status="waiting"]`),
+    'needs approval');
   await cardB.scrollIntoViewIfNeeded();
   await tabB.screenshot({ path: path.join(screenshotDir, 'approval-card.png') });
 
