@@ -14,6 +14,7 @@
 
 import { h, blocksText, shortId, statusBadge } from './dom.js';
 import { ToolCard, TodoPanel } from './tools.js';
+import { ApprovalCard, QuestionCard } from './decisions.js';
 
 const CLIENT_INFO = { name: 'harnessd-web', version: '0.2.0' };
 const STORE_SESSIONS = 'harnessd.sessions';
@@ -87,6 +88,9 @@ class ConnectionLost extends Error {
     super('connection lost');
   }
 }
+
+/** session/approve and session/answer from a decision card. */
+const sendDecision = (method, params) => rpc.request(method, params);
 
 const isUnknownSession = (err) => err instanceof RpcError && err.code === -32602 && /unknown session/.test(err.message);
 
@@ -452,6 +456,7 @@ class TurnView {
     this.local = prompt !== null;
     this.steps = new Map();
     this.toolCards = new Map();
+    this.decisions = new Map(); // approvalId / questionId → its card
     this.subagents = new Map();
     this.startedAt = performance.now();
     this.t0 = null; // turn/start time (epoch ms)
@@ -537,10 +542,23 @@ class TurnView {
         }
         break;
       }
+      case 'approval/requested':
+        this.addDecision(d, d.approvalId, new ApprovalCard(this.sessionId, d, sendDecision));
+        break;
+      case 'question/requested':
+        this.addDecision(d, d.questionId, new QuestionCard(this.sessionId, d, sendDecision));
+        break;
+      case 'approval/resolved':
+        this.decisions.get(`approval:${d.approvalId}`)?.resolved(d);
+        break;
+      case 'question/resolved':
+        this.decisions.get(`question:${d.questionId}`)?.resolved(d);
+        break;
       case 'step/end':
         this.stepView(d.step).el.classList.add('done');
         break;
       case 'turn/end':
+        for (const card of this.decisions.values()) card.expire();
         if (Number.isFinite(ev.time)) this.t1 = ev.time;
         this.reason = d.reason ?? null;
         this.el.dataset.phase = 'ended';
@@ -550,6 +568,20 @@ class TurnView {
         break;
     }
     autoScroll.request();
+  }
+
+  /** A decision card goes into its tool call's card, above the result to come. */
+  addDecision(d, id, card) {
+    const kind = card instanceof ApprovalCard ? 'approval' : 'question';
+    this.decisions.get(`${kind}:${id}`)?.el.remove();
+    this.decisions.set(`${kind}:${id}`, card);
+    const tool = this.toolCards.get(d.callId);
+    if (tool) {
+      tool.el.open = true;
+      tool.resultEl.before(card.el);
+    } else {
+      this.stepView(d.step).el.append(card.el);
+    }
   }
 
   /** A subagent was started from this turn: nest it under its tool call. */
@@ -1162,6 +1194,8 @@ function unsubscribe() {
 
 // ---- sidebar: the daemon's sessions --------------------------------------------
 
+const WAITING = { approval: 'needs approval', question: 'has a question' };
+
 const sidebar = {
   entries: new Map(), // sessionId -> session/list entry
   cursor: null,       // nextCursor of the deepest page loaded
@@ -1327,7 +1361,8 @@ const sidebar = {
     h('span', { class: 'session-main' },
       h('span', { class: 'session-title', text: title }),
       h('span', { class: 'session-meta', text: meta.join(' · ') })),
-    running ? statusBadge('running', 'running') : null);
+    // A turn waiting for a person (session/list's `waiting`) says so: it may be another session's.
+    running ? (WAITING[s.waiting] ? statusBadge('waiting', WAITING[s.waiting]) : statusBadge('running', 'running')) : null);
     el.style.setProperty('--depth', String(depth));
     return el;
   },

@@ -9,6 +9,9 @@ notification of the turn precedes it on the wire.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import inspect
 import logging
 import os
 import ssl
@@ -16,13 +19,17 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Sequence, Union
 
-from .client import HarnessClient, HarnessConfig, SessionSubscription
-from .errors import HarnessError
+from .client import HarnessClient, HarnessConfig, NotificationFilter, SessionSubscription, _session_filter
+from .errors import HarnessError, InvalidParamsError
 from .models import (
+    ApprovalDecision,
+    ApprovalRequest,
     JsonObject,
     Notification,
+    QuestionAnswer,
+    QuestionRequest,
     ServerInfo,
     SessionEventsResponse,
     SessionInfo,
@@ -31,6 +38,8 @@ from .models import (
 )
 
 __all__ = [
+    "ApprovalHandler",
+    "QuestionHandler",
     "DeepSeekHarnessConfig",
     "DeepSeekHarness",
     "Session",
@@ -40,6 +49,20 @@ __all__ = [
 ]
 
 log = logging.getLogger("deepseek_harness")
+
+#: Decides a tool call that waits for approval (``approvalPolicy`` ``"ask"``):
+#: returns an :class:`~deepseek_harness.models.ApprovalDecision`, an outcome
+#: string (``"allowed-once"``, ``"allowed-for-session"``, ``"rejected"``),
+#: ``True`` (allowed once) or ``False``/``None`` (rejected); may be async.
+ApprovalHandler = Callable[[ApprovalRequest], Union[ApprovalDecision, str, bool, None, Awaitable[Any]]]
+
+#: Answers the model's questions (``ask_user_question``): returns one
+#: :class:`~deepseek_harness.models.QuestionAnswer` (or answer object) per
+#: question, or ``[]``/``None`` to decline; may be async.
+QuestionHandler = Callable[[QuestionRequest], Union[Sequence[Union[QuestionAnswer, JsonObject]], None, Awaitable[Any]]]
+
+#: Told to the model when a call waits and nobody may decide it.
+NO_HANDLER_MESSAGE = "rejected: the client has no approval handler"
 
 
 @dataclass(slots=True)
@@ -61,7 +84,9 @@ class DeepSeekHarnessConfig:
     ``"continue"`` to let turns of a dropped network connection run on);
     ``sandbox`` (harnessd's ``initialize.sandbox``, with ``cwd`` the agent's
     other limit: ``"read-only"``, ``"workspace-write"``, the daemon's
-    default, or ``"danger-full-access"``).
+    default, or ``"danger-full-access"``); ``approval_policy`` (harnessd's
+    ``initialize.approvalPolicy``: ``"never"`` or ``"ask"``; absent, the
+    daemon's default: never on stdio, ask on network listeners).
     """
 
     provider: str = "deepseek"
@@ -84,6 +109,7 @@ class DeepSeekHarnessConfig:
     on_disconnect: str | None = None
     ca_file: str | os.PathLike[str] | None = None
     sandbox: str | None = None
+    approval_policy: str | None = None
 
 
 @dataclass(slots=True)
@@ -209,6 +235,7 @@ class DeepSeekHarness:
                 max_tokens=self.config.max_tokens,
                 on_disconnect=self.config.on_disconnect,
                 sandbox=self.config.sandbox,
+                approval_policy=self.config.approval_policy,
             )
             self._server_info = response.serverInfo
             self._started = True
@@ -233,10 +260,16 @@ class DeepSeekHarness:
         *,
         session_id: str | None = None,
         on_notification: Callable[[Notification], None] | None = None,
+        approval_handler: ApprovalHandler | None = None,
+        question_handler: QuestionHandler | None = None,
     ) -> TurnResult:
-        """Run one turn on a (new, unless *session_id* is given) session."""
+        """Run one turn on a (new, unless *session_id* is given) session.
+        *approval_handler* and *question_handler* (additions) as in
+        :meth:`Session.run`."""
 
-        return self.start_session(session_id).run(input, on_notification=on_notification)
+        return self.start_session(session_id).run(
+            input, on_notification=on_notification, approval_handler=approval_handler,
+            question_handler=question_handler)
 
     def list_sessions(
         self, *, limit: int | None = None, cursor: str | None = None
@@ -294,12 +327,126 @@ def _drop_before_turn_start(session_id: str, notifications: list[Notification], 
     ]
 
 
-class Session:
-    """One conversation on a harness, by id."""
+def _settled(value: Any) -> Any:
+    """A handler's result, awaited when it is awaitable (an async handler).
+    The turn's notifications are handled on the caller's thread, which may
+    run an event loop of its own: the coroutine then runs on a fresh loop in
+    a worker thread, since this thread is blocked until the turn ends."""
 
-    def __init__(self, harness: DeepSeekHarness, session_id: str) -> None:
+    if not inspect.isawaitable(value):
+        return value
+
+    async def wait() -> Any:
+        return await value
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, wait()).result()
+
+
+def _as_decision(value: Any) -> ApprovalDecision:
+    if isinstance(value, ApprovalDecision):
+        return value
+    if isinstance(value, str):
+        return ApprovalDecision(outcome=value)
+    if value is True:
+        return ApprovalDecision.allow_once()
+    if value is False or value is None:
+        return ApprovalDecision.reject()
+    raise TypeError(f"an approval handler returns an ApprovalDecision, an outcome or a bool, not {value!r}")
+
+
+def _decide(
+    client: HarnessClient,
+    notification: Notification,
+    approval_handler: ApprovalHandler | None,
+    question_handler: QuestionHandler | None,
+) -> None:
+    """Answers an approval/requested or question/requested event of the
+    turn (its own session's, or a subagent's): the handler decides; without
+    one the SDK rejects the call and declines the questions (fail closed)."""
+
+    if notification.method != "session.event":
+        return
+    session_id = notification.payload.get("sessionId")
+    event = notification.payload.get("event")
+    if not isinstance(session_id, str) or not isinstance(event, dict):
+        return
+    kind = event.get("type")
+    try:
+        if kind == "approval/requested":
+            request = ApprovalRequest.from_event(session_id, event.get("data"))
+            if approval_handler is None:
+                decision = ApprovalDecision.reject(NO_HANDLER_MESSAGE)
+                log.info("rejecting %s call %s: no approval handler", request.tool_name, request.call_id)
+            else:
+                decision = _as_decision(_settled(approval_handler(request)))
+            client.session_approve(session_id, request.approval_id, decision)
+        elif kind == "question/requested":
+            question = QuestionRequest.from_event(session_id, event.get("data"))
+            answers = _settled(question_handler(question)) if question_handler is not None else None
+            client.session_answer(session_id, question.question_id, list(answers or []))
+    except InvalidParamsError as exc:
+        # Settled meanwhile by another client, a timeout or a cancel.
+        if isinstance(exc.data, dict) and exc.data.get("reason") == "not-pending":
+            log.debug("decision for %s no longer pending", session_id)
+            return
+        raise
+
+
+_DECISION_EVENTS = ("approval/requested", "question/requested")
+
+
+def _turn_filter(session_id: str) -> NotificationFilter:
+    """The session's notifications (as ``subscribe_session_notifications``
+    takes them), plus the approval and question requests of the subagents
+    its turns start, at any depth: a subagent's tool call waits for a
+    decision in the subagent's own session. Runs on the reader thread, in
+    arrival order, so a child is known before its first event."""
+
+    own = _session_filter(session_id)
+    family = {session_id}
+
+    def accept(notification: Notification) -> bool:
+        payload = notification.payload
+        if notification.method == "subagent.started" and payload.get("parentSessionId") in family:
+            child = payload.get("childSessionId")
+            if isinstance(child, str):
+                family.add(child)
+        if own(notification):
+            return True
+        event = payload.get("event")
+        return (notification.method == "session.event" and payload.get("sessionId") in family
+                and isinstance(event, dict) and event.get("type") in _DECISION_EVENTS)
+
+    return accept
+
+
+class Session:
+    """One conversation on a harness, by id.
+
+    ``approval_handler`` and ``question_handler`` (additions) answer what
+    this session's turns wait for, unless :meth:`run` is given its own; see
+    :data:`ApprovalHandler` and :data:`QuestionHandler`. Without them, a
+    tool call that waits for approval is rejected and questions are
+    declined.
+    """
+
+    def __init__(
+        self,
+        harness: DeepSeekHarness,
+        session_id: str,
+        *,
+        approval_handler: ApprovalHandler | None = None,
+        question_handler: QuestionHandler | None = None,
+    ) -> None:
         self.harness = harness
         self.id = session_id
+        self.approval_handler = approval_handler
+        self.question_handler = question_handler
 
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
@@ -310,6 +457,8 @@ class Session:
         *,
         on_notification: Callable[[Notification], None] | None = None,
         timeout_seconds: float | None = None,
+        approval_handler: ApprovalHandler | None = None,
+        question_handler: QuestionHandler | None = None,
     ) -> TurnResult:
         """Send one prompt and return the settled turn.
 
@@ -318,11 +467,21 @@ class Session:
         response does not arrive within ``timeout_seconds`` (addition;
         default: the configured request timeout), the turn is cancelled
         (addition: harnessd's ``session/cancel``) and the exception raised.
+
+        *approval_handler* and *question_handler* (additions; default: the
+        session's) are called on this thread, after *on_notification*, for
+        each ``approval/requested`` and ``question/requested`` event of the
+        turn; their decision is sent with ``session/approve`` or
+        ``session/answer``. Without a handler the SDK rejects the call (its
+        message says why) or declines the questions (``answers: []``). A
+        handler that raises cancels the turn, like *on_notification*.
         """
 
         blocks = normalize_input(input)
         self.harness.start()
         client = self.harness.client
+        approvals = approval_handler if approval_handler is not None else self.approval_handler
+        questions = question_handler if question_handler is not None else self.question_handler
         notifications: list[Notification] = []
         events: list[JsonObject] = []
         callback_failed = False
@@ -330,6 +489,15 @@ class Session:
 
         def collect(notification: Notification) -> None:
             nonlocal callback_failed, last_seq
+            if notification.method == "session.event" and notification.payload.get("sessionId") != self.id:
+                # A subagent's approval or question (_turn_filter): answered,
+                # not part of this turn's notifications.
+                try:
+                    _decide(client, notification, approvals, questions)
+                except BaseException:
+                    callback_failed = True
+                    raise
+                return
             seq = _own_event_seq(notification, self.id)
             if seq is not None:
                 # A session/subscribe of this connection may replay events
@@ -339,18 +507,19 @@ class Session:
                     return
                 last_seq = seq
             notifications.append(notification)
-            if on_notification is not None:
-                try:
+            try:
+                if on_notification is not None:
                     on_notification(notification)
-                except BaseException:
-                    callback_failed = True
-                    raise
+                _decide(client, notification, approvals, questions)
+            except BaseException:
+                callback_failed = True
+                raise
             if notification.method == "session.event":
                 event = notification.payload.get("event")
                 if isinstance(event, dict):
                     events.append(event)
 
-        with client.subscribe_session_notifications(self.id) as subscription:
+        with client.subscribe_notifications(_turn_filter(self.id)) as subscription:
             try:
                 response = client.session_prompt(
                     self.id,

@@ -39,12 +39,17 @@ from .errors import (
     error_from_response,
 )
 from .models import (
+    APPROVAL_OUTCOMES,
+    APPROVAL_POLICY_VALUES,
     ON_DISCONNECT_VALUES,
     SANDBOX_VALUES,
+    ApprovalDecision,
     BaseModel,
+    DecisionResponse,
     InitializeResponse,
     JsonObject,
     Notification,
+    QuestionAnswer,
     SessionEventsResponse,
     SessionInfo,
     SessionListResponse,
@@ -603,6 +608,7 @@ class HarnessClient:
         max_tokens: int | None = None,
         on_disconnect: str | None = None,
         sandbox: str | None = None,
+        approval_policy: str | None = None,
     ) -> InitializeResponse:
         """Send ``initialize`` with *cwd* made absolute. On any failure the
         runtime is closed before the exception propagates.
@@ -617,6 +623,10 @@ class HarnessClient:
         ``"workspace-write"`` (harnessd's default) or ``"danger-full-access"``
         (refused off stdio unless the daemon allows it); what the agent's
         tools may change. Another value is a ``ValueError``.
+        ``approval_policy`` (addition) becomes ``approvalPolicy``: ``"never"``
+        or ``"ask"`` (tools that may change something wait for
+        :meth:`session_approve`); absent, harnessd's default applies (never on
+        stdio, ask on network listeners). Another value is a ``ValueError``.
         A configured ``auth_token`` is sent as ``authToken`` on NDJSON
         network connections, where harnessd expects it.
         """
@@ -633,6 +643,10 @@ class HarnessClient:
                 if sandbox not in SANDBOX_VALUES:
                     raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_VALUES)}, not {sandbox!r}")
                 params["sandbox"] = sandbox
+            if approval_policy is not None:
+                if approval_policy not in APPROVAL_POLICY_VALUES:
+                    raise ValueError(f'approval_policy must be "never" or "ask", not {approval_policy!r}')
+                params["approvalPolicy"] = approval_policy
             if self.config.auth_token is not None and self.config.address is not None:
                 params["authToken"] = self.config.auth_token
             return self.request("initialize", params, response_model=InitializeResponse)
@@ -679,6 +693,53 @@ class HarnessClient:
         if not isinstance(result, dict) or not isinstance(result.get("cancelled"), bool):
             raise ValidationError(f"session/cancel result must be {{\"cancelled\": bool}}, got {result!r}")
         return result["cancelled"]
+
+    def session_approve(
+        self,
+        session_id: str,
+        approval_id: str,
+        outcome: str | ApprovalDecision,
+        *,
+        message: str | None = None,
+        timeout_seconds: float | None = None,
+    ) -> bool:
+        """Settle a waiting tool call (harnessd's ``session/approve``, an
+        addition): *outcome* is ``"allowed-once"``, ``"allowed-for-session"``
+        or ``"rejected"`` (or an :class:`~deepseek_harness.models.ApprovalDecision`,
+        whose message is used unless *message* is given); *message* is told
+        to the model with a rejection. True when accepted. An approval that
+        no longer waits raises :class:`~deepseek_harness.errors.InvalidParamsError`
+        whose ``data["reason"]`` is ``"not-pending"``."""
+
+        if isinstance(outcome, ApprovalDecision):
+            message = message if message is not None else outcome.message
+            outcome = outcome.outcome
+        if outcome not in APPROVAL_OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(APPROVAL_OUTCOMES)}, not {outcome!r}")
+        params: JsonObject = {"sessionId": session_id, "approvalId": approval_id, "outcome": outcome}
+        if message is not None:
+            params["message"] = message
+        return self.request("session/approve", params, response_model=DecisionResponse,
+                            timeout_seconds=timeout_seconds).accepted
+
+    def session_answer(
+        self,
+        session_id: str,
+        question_id: str,
+        answers: list[QuestionAnswer | JsonObject],
+        *,
+        timeout_seconds: float | None = None,
+    ) -> bool:
+        """Answer the model's questions (harnessd's ``session/answer``, an
+        addition): one :class:`~deepseek_harness.models.QuestionAnswer` (or
+        ``{"id", "selected", "custom"}`` object) per question; ``[]``
+        declines. True when accepted; answers that do not fit the questions
+        raise :class:`~deepseek_harness.errors.InvalidParamsError`."""
+
+        wire = [QuestionAnswer.model_validate(a).to_wire() for a in answers]
+        params: JsonObject = {"sessionId": session_id, "questionId": question_id, "answers": wire}
+        return self.request("session/answer", params, response_model=DecisionResponse,
+                            timeout_seconds=timeout_seconds).accepted
 
     def tools_list(self, *, timeout_seconds: float | None = None) -> list[ToolInfo]:
         """The tools the model of this connection's sessions is offered

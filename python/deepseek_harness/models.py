@@ -10,6 +10,7 @@ value does not fit.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Union
 
@@ -31,9 +32,18 @@ __all__ = [
     "SessionUnsubscribeResponse",
     "ToolInfo",
     "ToolsListResponse",
+    "ApprovalRequest",
+    "ApprovalDecision",
+    "QuestionOption",
+    "Question",
+    "QuestionRequest",
+    "QuestionAnswer",
+    "DecisionResponse",
     "PROMPT_STATUSES",
     "ON_DISCONNECT_VALUES",
     "SANDBOX_VALUES",
+    "APPROVAL_POLICY_VALUES",
+    "APPROVAL_OUTCOMES",
 ]
 
 JsonScalar = Union[str, int, float, bool, None]
@@ -51,6 +61,15 @@ ON_DISCONNECT_VALUES = ("cancel", "continue")
 #: tools may change (``"workspace-write"`` is the daemon's default;
 #: ``"danger-full-access"`` only on stdio or with ``--allow-full-access``).
 SANDBOX_VALUES = ("read-only", "workspace-write", "danger-full-access")
+
+#: The values of ``initialize``'s ``approvalPolicy`` (harnessd): ``"never"``
+#: runs every tool unasked; under ``"ask"`` a tool that may change something
+#: waits for ``session/approve``. harnessd's default: ``"never"`` on stdio,
+#: ``"ask"`` on network listeners.
+APPROVAL_POLICY_VALUES = ("never", "ask")
+
+#: The outcomes a client may send with ``session/approve``.
+APPROVAL_OUTCOMES = ("allowed-once", "allowed-for-session", "rejected")
 
 
 @dataclass(slots=True)
@@ -89,7 +108,7 @@ class BaseModel:
             elif default is _MISSING:
                 raise ValidationError(f"{where}: field required")
             else:
-                value = default
+                value = list(default) if isinstance(default, list) else default  # no list shared between instances
             object.__setattr__(self, name, value)
 
     @classmethod
@@ -389,3 +408,178 @@ class ToolsListResponse(BaseModel):
 
     _fields = {"tools": (_models(ToolInfo), _MISSING)}
     tools: list[ToolInfo]
+
+
+# ---------------------------------------------------------------- approvals and questions
+#
+# harnessd's approval/requested and question/requested events, read for a
+# handler, and what the handler answers (docs/protocol.md §4.11-§4.12).
+
+
+def _outcome(value: Any, where: str) -> str:
+    if value not in APPROVAL_OUTCOMES:
+        raise ValidationError(f"{where}: expected one of {', '.join(APPROVAL_OUTCOMES)}, got {_describe(value)}")
+    return value
+
+
+def _strs(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValidationError(f"{where}: expected a list of strings, got {_describe(value)}")
+    return list(value)
+
+
+def _optional_int(value: Any, where: str) -> int | None:
+    return None if value is None else _int(value, where)
+
+
+def _any_object(value: Any, where: str) -> JsonObject:
+    # The model's arguments as parsed; text that is not a JSON object is kept
+    # under "_raw" so a handler still sees what the call would get.
+    if isinstance(value, dict):
+        return value
+    raise ValidationError(f"{where}: expected an object, got {_describe(value)}")
+
+
+class ApprovalRequest(BaseModel):
+    """A tool call waiting for a decision (``approval/requested``).
+
+    ``arguments`` is the call's arguments parsed from the event's JSON text
+    (``{"_raw": TEXT}`` when the text is not a JSON object); ``reason`` says
+    why the call needs a decision; ``session_id`` is the session whose turn
+    waits (a subagent's own session for its calls).
+    """
+
+    _fields = {
+        "session_id": (_str, _MISSING),
+        "approval_id": (_str, _MISSING),
+        "call_id": (_str, _MISSING),
+        "tool_name": (_str, _MISSING),
+        "arguments": (_any_object, _MISSING),
+        "reason": (_str, ""),
+        "turn": (_optional_int, None),
+        "step": (_optional_int, None),
+    }
+    session_id: str
+    approval_id: str
+    call_id: str
+    tool_name: str
+    arguments: JsonObject
+    reason: str
+    turn: int | None
+    step: int | None
+
+    @classmethod
+    def from_event(cls, session_id: str, data: Any) -> "ApprovalRequest":
+        """From the ``data`` of an ``approval/requested`` event."""
+
+        data = _object(data, "approval/requested data")
+        text = data.get("arguments")
+        arguments: Any = text
+        if isinstance(text, str):
+            try:
+                arguments = json.loads(text)
+            except ValueError:
+                arguments = None
+            if not isinstance(arguments, dict):
+                arguments = {"_raw": text}
+        return cls(session_id=session_id, approval_id=data.get("approvalId"), call_id=data.get("callId"),
+                   tool_name=data.get("toolName"), arguments=arguments, reason=data.get("reason", ""),
+                   turn=data.get("turn"), step=data.get("step"))
+
+
+class ApprovalDecision(BaseModel):
+    """What an approval handler decides: ``outcome`` is ``"allowed-once"``,
+    ``"allowed-for-session"`` (this tool, until the session ends) or
+    ``"rejected"``; ``message`` is told to the model with a rejection."""
+
+    _fields = {"outcome": (_outcome, _MISSING), "message": (_optional_str, None)}
+    outcome: str
+    message: str | None
+
+    @classmethod
+    def allow_once(cls) -> "ApprovalDecision":
+        return cls(outcome="allowed-once")
+
+    @classmethod
+    def allow_for_session(cls) -> "ApprovalDecision":
+        return cls(outcome="allowed-for-session")
+
+    @classmethod
+    def reject(cls, message: str | None = None) -> "ApprovalDecision":
+        return cls(outcome="rejected", message=message)
+
+
+class QuestionOption(BaseModel):
+    """One option of a question: the ``label`` an answer selects."""
+
+    _fields = {"label": (_str, _MISSING), "description": (_optional_str, None)}
+    label: str
+    description: str | None
+
+
+class Question(BaseModel):
+    """One question of ``ask_user_question``; ``multi_select`` allows
+    several labels in its answer."""
+
+    _fields = {
+        "id": (_str, _MISSING),
+        "question": (_str, ""),
+        "header": (_optional_str, None),
+        "options": (_models(QuestionOption), []),
+        "multi_select": (_bool, False),
+    }
+    id: str
+    question: str
+    header: str | None
+    options: list[QuestionOption]
+    multi_select: bool
+
+
+class QuestionRequest(BaseModel):
+    """The model's questions waiting for answers (``question/requested``)."""
+
+    _fields = {
+        "session_id": (_str, _MISSING),
+        "question_id": (_str, _MISSING),
+        "call_id": (_str, _MISSING),
+        "questions": (_models(Question), _MISSING),
+        "turn": (_optional_int, None),
+        "step": (_optional_int, None),
+    }
+    session_id: str
+    question_id: str
+    call_id: str
+    questions: list[Question]
+    turn: int | None
+    step: int | None
+
+    @classmethod
+    def from_event(cls, session_id: str, data: Any) -> "QuestionRequest":
+        """From the ``data`` of a ``question/requested`` event."""
+
+        data = _object(data, "question/requested data")
+        return cls(session_id=session_id, question_id=data.get("questionId"), call_id=data.get("callId"),
+                   questions=data.get("questions"), turn=data.get("turn"), step=data.get("step"))
+
+
+class QuestionAnswer(BaseModel):
+    """The answer to one question: the ``id`` of the question, the labels
+    ``selected`` from its options, and ``custom`` free text."""
+
+    _fields = {"id": (_str, _MISSING), "selected": (_strs, []), "custom": (_optional_str, None)}
+    id: str
+    selected: list[str]
+    custom: str | None
+
+    def to_wire(self) -> JsonObject:
+        out: JsonObject = {"id": self.id, "selected": list(self.selected)}
+        if self.custom is not None:
+            out["custom"] = self.custom
+        return out
+
+
+class DecisionResponse(BaseModel):
+    """Result of ``session/approve`` and ``session/answer``."""
+
+    _fields = {"accepted": (_bool, _MISSING)}
+    accepted: bool

@@ -138,7 +138,8 @@ def test_deepseek_harness_config_fields_and_defaults():
         ("api_key", None),
     ]
     assert [name for name, _ in fields[13:]] == ["max_tokens", "address", "auth_token", "ssl_context", "on_disconnect",
-                                               "ca_file", "sandbox"]
+                                               "ca_file", "sandbox", "approval_policy"]
+    assert dict(fields)["approval_policy"] is None
     assert dict(fields)["on_disconnect"] is None
     assert dict(fields)["sandbox"] is None
     names = {name for name, _ in fields}
@@ -180,7 +181,12 @@ def test_signatures_match_upstream():
         assert sig.parameters[name].default is None
 
     sig = inspect.signature(DeepSeekHarness.run)
-    assert list(sig.parameters) == ["self", "input", "session_id", "on_notification"]
+    # Upstream's parameters, then the handlers of approvals and questions (additions).
+    assert list(sig.parameters) == ["self", "input", "session_id", "on_notification", "approval_handler",
+                                    "question_handler"]
+    for name in ("approval_handler", "question_handler"):
+        assert sig.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY and sig.parameters[name].default is None
+        assert inspect.signature(Session.run).parameters[name].default is None
     sig = inspect.signature(Session.run)
     assert list(sig.parameters)[:3] == ["self", "input", "on_notification"]
     assert "profile" not in sig.parameters

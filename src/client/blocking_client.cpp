@@ -69,6 +69,21 @@ std::future<bool> BlockingClient::session_cancel(std::string session_id) {
   return asio::co_spawn(io_, client_->session_cancel(std::move(session_id)), asio::use_future);
 }
 
+std::future<protocol::DecisionResult> BlockingClient::session_approve(std::string session_id,
+                                                                     std::string approval_id,
+                                                                     protocol::ApprovalOutcome outcome,
+                                                                     std::optional<std::string> message) {
+  return asio::co_spawn(
+      io_, client_->session_approve(std::move(session_id), std::move(approval_id), outcome, std::move(message)),
+      asio::use_future);
+}
+
+std::future<protocol::DecisionResult> BlockingClient::session_answer(std::string session_id, std::string question_id,
+                                                                     std::vector<protocol::Answer> answers) {
+  return asio::co_spawn(io_, client_->session_answer(std::move(session_id), std::move(question_id), std::move(answers)),
+                        asio::use_future);
+}
+
 std::future<void> BlockingClient::shutdown() { return asio::co_spawn(io_, client_->shutdown(), asio::use_future); }
 
 std::future<SessionList> BlockingClient::session_list(SessionListOptions options) {

@@ -12,9 +12,12 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <boost/json/value_from.hpp>
+#include <boost/json/value_to.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <atomic>
 #include <deque>
 #include <limits>
@@ -33,6 +36,8 @@ namespace {
 constexpr std::string_view initialize_method = "initialize";
 constexpr std::string_view prompt_method = "session/prompt";
 constexpr std::string_view cancel_method = "session/cancel";
+constexpr std::string_view approve_method = "session/approve";
+constexpr std::string_view answer_method = "session/answer";
 constexpr std::string_view shutdown_method = "shutdown";
 constexpr std::string_view list_method = "session/list";
 constexpr std::string_view events_method = "session/events";
@@ -603,6 +608,7 @@ asio::awaitable<InitializeResult> Client::initialize(InitializeOptions options) 
     params["onDisconnect"] = *options.on_disconnect == OnDisconnect::continue_running ? "continue" : "cancel";
   }
   if (options.sandbox) params["sandbox"] = *options.sandbox;
+  if (options.approval_policy) params["approvalPolicy"] = protocol::to_string(*options.approval_policy);
   std::string method(initialize_method);
   json::value params_value = std::move(params);
   json::value result = co_await request(std::move(method), std::move(params_value));
@@ -649,6 +655,44 @@ asio::awaitable<bool> Client::session_cancel(std::string session_id) {
     throw ProtocolError("session/cancel result has no boolean cancelled: " + excerpt(json::serialize(result)));
   }
   co_return cancelled->get_bool();
+}
+
+namespace {
+
+protocol::DecisionResult parse_decision_result(const json::value& result, std::string_view method) {
+  const json::object* obj = result.if_object();
+  const json::value* accepted = obj != nullptr ? obj->if_contains("accepted") : nullptr;
+  if (accepted == nullptr || !accepted->is_bool()) {
+    throw ProtocolError(std::string(method) + " result has no boolean accepted: " + excerpt(json::serialize(result)));
+  }
+  return protocol::DecisionResult{.accepted = accepted->get_bool()};
+}
+
+}  // namespace
+
+asio::awaitable<protocol::DecisionResult> Client::session_approve(std::string session_id, std::string approval_id,
+                                                                 protocol::ApprovalOutcome outcome,
+                                                                 std::optional<std::string> message) {
+  if (outcome == protocol::ApprovalOutcome::cancelled) {
+    // Only the daemon settles an approval as cancelled (the turn's cancel).
+    throw std::invalid_argument("session/approve: outcome cancelled is the daemon's, not a client's");
+  }
+  const protocol::ApproveParams approve{.session_id = std::move(session_id),
+                                        .approval_id = std::move(approval_id),
+                                        .outcome = outcome,
+                                        .message = std::move(message)};
+  std::string method(approve_method);
+  json::value result = co_await request(std::move(method), json::value_from(approve));
+  co_return parse_decision_result(result, approve_method);
+}
+
+asio::awaitable<protocol::DecisionResult> Client::session_answer(std::string session_id, std::string question_id,
+                                                                std::vector<protocol::Answer> answers) {
+  const protocol::AnswerParams answer{
+      .session_id = std::move(session_id), .question_id = std::move(question_id), .answers = std::move(answers)};
+  std::string method(answer_method);
+  json::value result = co_await request(std::move(method), json::value_from(answer));
+  co_return parse_decision_result(result, answer_method);
 }
 
 asio::awaitable<void> Client::shutdown() {
@@ -728,5 +772,62 @@ bool Client::closed() const { return core_->closed(); }
 ClientStats Client::stats() const { return core_->stats(); }
 
 const asio::any_io_executor& Client::executor() const { return core_->executor(); }
+
+const json::object* event_of(const Notification& notification) {
+  if (notification.method != "session.event") return nullptr;
+  const json::value* event = notification.params.if_contains("event");
+  return event != nullptr ? event->if_object() : nullptr;
+}
+
+namespace {
+
+/// `event` read as T when its type is T's; the protocol's reader throws on
+/// a malformed one, which a client reports as the daemon's fault.
+template <class T>
+std::optional<T> typed_event(const json::object& event) {
+  const json::value* type = event.if_contains("type");
+  if (type == nullptr || !type->is_string() || type->get_string() != T::type) return std::nullopt;
+  const json::value* data = event.if_contains("data");
+  if (data == nullptr) throw ProtocolError(std::string(T::type) + " event has no data");
+  try {
+    return json::value_to<T>(*data);
+  } catch (const std::exception& e) {
+    throw ProtocolError(std::string(T::type) + " event is malformed (" + e.what() +
+                        "): " + excerpt(json::serialize(*data)));
+  }
+}
+
+template <class T>
+std::optional<T> typed_event(const Notification& notification) {
+  const json::object* event = event_of(notification);
+  return event != nullptr ? typed_event<T>(*event) : std::nullopt;
+}
+
+}  // namespace
+
+std::optional<protocol::ApprovalRequested> as_approval_requested(const json::object& event) {
+  return typed_event<protocol::ApprovalRequested>(event);
+}
+std::optional<protocol::ApprovalResolved> as_approval_resolved(const json::object& event) {
+  return typed_event<protocol::ApprovalResolved>(event);
+}
+std::optional<protocol::QuestionRequested> as_question_requested(const json::object& event) {
+  return typed_event<protocol::QuestionRequested>(event);
+}
+std::optional<protocol::QuestionResolved> as_question_resolved(const json::object& event) {
+  return typed_event<protocol::QuestionResolved>(event);
+}
+std::optional<protocol::ApprovalRequested> as_approval_requested(const Notification& notification) {
+  return typed_event<protocol::ApprovalRequested>(notification);
+}
+std::optional<protocol::ApprovalResolved> as_approval_resolved(const Notification& notification) {
+  return typed_event<protocol::ApprovalResolved>(notification);
+}
+std::optional<protocol::QuestionRequested> as_question_requested(const Notification& notification) {
+  return typed_event<protocol::QuestionRequested>(notification);
+}
+std::optional<protocol::QuestionResolved> as_question_resolved(const Notification& notification) {
+  return typed_event<protocol::QuestionResolved>(notification);
+}
 
 }  // namespace harnessd::client

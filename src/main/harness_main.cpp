@@ -3,7 +3,8 @@
 // tcp:// or ws:// URL, streaming the assistant's text as it arrives; lists the
 // daemon's sessions (`sessions`), prints a session's transcript (`log`, with
 // `--follow` to keep printing live events) and follows a running turn to its
-// end (`attach`).
+// end (`attach`). Tool calls that wait for an approval, and questions of the
+// model, are asked on the terminal or settled by --approve.
 #include "harnessd/client/client.hpp"
 #include "harnessd/client/harness.hpp"
 #include "util/version.hpp"
@@ -19,13 +20,16 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <deque>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -38,6 +42,7 @@
 #include <random>
 #include <unordered_set>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace {
@@ -71,6 +76,8 @@ struct Options {
   std::vector<std::string> words;
   bool follow = false;            // log --follow
   std::int64_t page_size = 100;   // sessions --page-size
+  std::string approve;            // --approve: "", "all" or "none"
+  std::string approval_policy;    // --approval-policy: "", "never" or "ask"
 };
 
 /// The console output of turns: text that streams in, then a line break
@@ -120,6 +127,15 @@ struct Transcript {
   json::object end_reason;
 };
 
+/// An approval or a question the running turn waits for, in arrival order.
+struct PendingDecision {
+  std::string session_id;  // the session whose turn waits (a subagent's child session too)
+  std::optional<harnessd::protocol::ApprovalRequested> approval;
+  std::optional<harnessd::protocol::QuestionRequested> question;
+
+  const std::string& id() const { return approval ? approval->approval_id : question->question_id; }
+};
+
 /// Everything the command, the signal watcher and the stdin reader share.
 /// Single-threaded: all of it runs on the one io_context thread.
 struct Cli {
@@ -141,6 +157,14 @@ struct Cli {
   // log --follow, attach: woken by events, signals and the end of the connection.
   std::shared_ptr<harnessd::util::Wakeup> wake = harnessd::util::Wakeup::create(io.get_executor());
   asio::steady_timer poll_timer{io};
+  // Decisions: asked one at a time on the terminal (/dev/tty, opened when
+  // first needed), or settled by --approve.
+  std::deque<PendingDecision> decisions;
+  bool deciding = false;
+  std::unordered_set<std::string> settled;  // ids whose resolved event came
+  std::string asking;                       // the id whose question is on the terminal now
+  std::optional<asio::posix::stream_descriptor> tty;
+  std::string tty_buffer;
 };
 
 std::string random_session_id() {
@@ -329,7 +353,320 @@ void print_tool_event(Cli& cli, const std::string& type, const json::object& dat
   std::fflush(stderr);
 }
 
+// ---- approvals and questions ------------------------------------------------
+
+namespace protocol = harnessd::protocol;
+
+/// Model-chosen text made safe for a terminal: control characters (escape
+/// sequences included) become '?', except newlines when `keep_newlines`.
+std::string printable(std::string_view text, bool keep_newlines = false) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && !(keep_newlines && c == '\n')) || byte == 0x7f) {
+      out += '?';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// The terminal the person running harness sits at, when stdin is one:
+/// /dev/tty, else stdin itself (a terminal that is not the controlling one).
+/// Its own descriptor, so chat's reader of stdin keeps its buffer.
+bool have_terminal(Cli& cli) {
+  if (cli.tty) return true;
+  if (::isatty(STDIN_FILENO) != 1) return false;
+  int fd = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) fd = ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return false;
+  cli.tty.emplace(cli.io, fd);
+  return true;
+}
+
+void tty_write(Cli& cli, std::string_view text) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  boost::system::error_code ec;
+  asio::write(*cli.tty, asio::buffer(text), ec);
+}
+
+/// One line typed at the terminal; nullopt on EOF, or when the decision
+/// asked about was settled elsewhere meanwhile (the read is cancelled then).
+asio::awaitable<std::optional<std::string>> tty_line(Cli& cli) {
+  boost::system::error_code ec;
+  const std::size_t n = co_await asio::async_read_until(*cli.tty, asio::dynamic_buffer(cli.tty_buffer), '\n',
+                                                        asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || (!cli.asking.empty() && cli.settled.contains(cli.asking))) co_return std::nullopt;
+  std::string line = cli.tty_buffer.substr(0, n - 1);
+  cli.tty_buffer.erase(0, n);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  co_return line;
+}
+
+std::string trimmed(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  return std::string(text.substr(first, text.find_last_not_of(" \t") - first + 1));
+}
+
+/// What a write or edit would change, as -/+ lines (at most 20), else "".
+std::string change_preview(const protocol::ApprovalRequested& req) {
+  boost::system::error_code ec;
+  const json::value parsed = json::parse(req.arguments, ec);
+  const json::object* args = ec ? nullptr : parsed.if_object();
+  if (args == nullptr) return {};
+  std::vector<std::string> lines;
+  const auto add = [&](char mark, const std::string& text) {
+    std::size_t start = 0;
+    while (start < text.size()) {
+      const std::size_t end = text.find('\n', start);
+      lines.push_back(std::string(1, mark) + printable(text.substr(start, end - start)));
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  };
+  if (req.tool_name == "write") {
+    add('+', field_or(*args, "content", ""));
+  } else if (req.tool_name == "edit") {
+    add('-', field_or(*args, "old_string", ""));
+    add('+', field_or(*args, "new_string", ""));
+  }
+  std::string out;
+  constexpr std::size_t shown = 20;
+  for (std::size_t i = 0; i < lines.size() && i < shown; ++i) out += "    " + lines[i] + "\n";
+  if (lines.size() > shown) out += "    … " + std::to_string(lines.size() - shown) + " more lines\n";
+  return out;
+}
+
+/// The person's decision, typed at the terminal; nullopt when the approval
+/// was settled elsewhere first (or the terminal closed: then rejected).
+asio::awaitable<std::optional<std::pair<protocol::ApprovalOutcome, std::optional<std::string>>>> ask_approval(
+    Cli& cli, const PendingDecision& d, const std::string& label) {
+  const protocol::ApprovalRequested& req = *d.approval;
+  std::string text = "\n✋ " + label + "\n";
+  if (!req.reason.empty()) text += "   " + printable(req.reason) + "\n";
+  text += change_preview(req);
+  tty_write(cli, text);
+  for (;;) {
+    tty_write(cli, "Allow " + label + "? [y]es once / [a]lways for this session / [n]o: ");
+    std::optional<std::string> line = co_await tty_line(cli);
+    if (!line) {
+      if (cli.settled.contains(d.id())) co_return std::nullopt;
+      co_return std::pair{protocol::ApprovalOutcome::rejected, std::optional<std::string>("no answer (end of input)")};
+    }
+    std::string answer = trimmed(*line);
+    std::transform(answer.begin(), answer.end(), answer.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (answer == "y" || answer == "yes") co_return std::pair{protocol::ApprovalOutcome::allowed_once, std::nullopt};
+    if (answer == "a" || answer == "always") {
+      co_return std::pair{protocol::ApprovalOutcome::allowed_for_session, std::nullopt};
+    }
+    if (answer == "n" || answer == "no") {
+      tty_write(cli, "Message for the model (optional): ");
+      std::optional<std::string> message = co_await tty_line(cli);
+      if (!message && cli.settled.contains(d.id())) co_return std::nullopt;
+      std::optional<std::string> told;
+      if (message && !trimmed(*message).empty()) told = trimmed(*message);
+      co_return std::pair{protocol::ApprovalOutcome::rejected, std::move(told)};
+    }
+  }
+}
+
+/// Answers typed at the terminal: per question a number (several, comma
+/// separated, with multi_select) or free text; nothing at all declines.
+asio::awaitable<std::optional<std::vector<protocol::Answer>>> ask_questions(Cli& cli, const PendingDecision& d) {
+  std::vector<protocol::Answer> answers;
+  bool any = false;
+  for (const json::value& entry : d.question->questions) {
+    const json::object* q = entry.if_object();
+    if (q == nullptr) continue;
+    protocol::Answer answer;
+    answer.id = field_or(*q, "id", "");
+    std::vector<std::string> labels;
+    std::string text = "\n? ";
+    if (const std::string header = field_or(*q, "header", ""); !header.empty()) text += "[" + printable(header) + "] ";
+    text += printable(field_or(*q, "question", ""), true) + "\n";
+    if (const json::value* options = q->if_contains("options"); options != nullptr && options->is_array()) {
+      for (const json::value& option : options->get_array()) {
+        const json::object* o = option.if_object();
+        if (o == nullptr || o->if_contains("label") == nullptr || !o->at("label").is_string()) continue;
+        labels.emplace_back(o->at("label").get_string());
+        text += "  " + std::to_string(labels.size()) + ") " + printable(labels.back());
+        if (const std::string desc = field_or(*o, "description", ""); !desc.empty()) text += " — " + printable(desc);
+        text += "\n";
+      }
+    }
+    const json::value* multi_value = q->if_contains("multi_select");
+    const bool multi = multi_value != nullptr && multi_value->is_bool() && multi_value->get_bool();
+    tty_write(cli, text);
+    for (;;) {
+      tty_write(cli, labels.empty() ? "Answer (empty: skip): "
+                     : multi      ? "Numbers, comma separated, or your own answer (empty: skip): "
+                                  : "Number, or your own answer (empty: skip): ");
+      std::optional<std::string> line = co_await tty_line(cli);
+      if (!line) {
+        if (cli.settled.contains(d.id())) co_return std::nullopt;
+        co_return std::vector<protocol::Answer>{};  // the terminal closed: declined
+      }
+      const std::string typed = trimmed(*line);
+      if (typed.empty()) break;
+      // All numbers in range: options picked; anything else is the person's own words.
+      std::vector<std::string> picked;
+      bool numbers = !labels.empty();
+      std::size_t start = 0;
+      while (numbers && start <= typed.size()) {
+        const std::size_t comma = typed.find(',', start);
+        const std::string token = trimmed(typed.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        const bool digits = !token.empty() && token.size() < 4 &&
+                            std::all_of(token.begin(), token.end(), [](unsigned char c) { return std::isdigit(c); });
+        const std::size_t index = digits ? std::stoul(token) : 0;
+        if (index < 1 || index > labels.size()) {
+          numbers = false;
+        } else {
+          picked.push_back(labels[index - 1]);
+        }
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      if (numbers && picked.size() > 1 && !multi) {
+        tty_write(cli, "Only one option for this question.\n");
+        continue;
+      }
+      if (numbers) {
+        answer.selected = std::move(picked);
+      } else {
+        answer.custom = typed;
+      }
+      any = true;
+      break;
+    }
+    answers.push_back(std::move(answer));
+  }
+  if (!any) answers.clear();
+  co_return answers;
+}
+
+/// Sends one decision; a not-pending error means it was settled elsewhere.
+template <class Send>
+asio::awaitable<void> send_decision(Send send) {
+  try {
+    co_await send();
+  } catch (const RpcError& e) {
+    const json::object* data = e.data().if_object();
+    const json::value* reason = data != nullptr ? data->if_contains("reason") : nullptr;
+    if (reason != nullptr && reason->is_string() && reason->get_string() == "not-pending") {
+      std::fputs("harness: already settled\n", stderr);
+    } else {
+      std::fprintf(stderr, "harness: decision refused: %s (code %d)\n", e.what(), e.code());
+    }
+  } catch (const ClientError& e) {
+    std::fprintf(stderr, "harness: decision not sent: %s\n", e.what());
+  }
+}
+
+asio::awaitable<void> decide_approval(Cli& cli, const PendingDecision& d) {
+  const protocol::ApprovalRequested& req = *d.approval;
+  const std::string label = printable(tool_label(req.tool_name, req.arguments));
+  protocol::ApprovalOutcome outcome = protocol::ApprovalOutcome::rejected;
+  std::optional<std::string> message;
+  if (cli.options.approve == "all") {
+    outcome = protocol::ApprovalOutcome::allowed_once;
+    std::fprintf(stderr, "harness: allowed %s (--approve all)\n", label.c_str());
+  } else if (cli.options.approve == "none") {
+    message = "rejected by harness --approve none";
+    std::fprintf(stderr, "harness: rejected %s (--approve none)\n", label.c_str());
+  } else if (have_terminal(cli)) {
+    cli.asking = d.id();
+    auto decided = co_await ask_approval(cli, d, label);
+    cli.asking.clear();
+    if (!decided) co_return;  // its resolved event said how it ended
+    outcome = decided->first;
+    message = std::move(decided->second);
+  } else {
+    // Nobody to ask: fail closed.
+    message = "rejected: harness had no terminal to ask and no --approve";
+    std::fprintf(stderr, "harness: rejected %s: no terminal to ask (--approve all|none decides without one)\n",
+                 label.c_str());
+  }
+  co_await send_decision([&]() {
+    return cli.client->session_approve(d.session_id, req.approval_id, outcome, message);
+  });
+}
+
+asio::awaitable<void> decide_question(Cli& cli, const PendingDecision& d) {
+  std::vector<protocol::Answer> answers;
+  if (have_terminal(cli)) {
+    cli.asking = d.id();
+    auto typed = co_await ask_questions(cli, d);
+    cli.asking.clear();
+    if (!typed) co_return;
+    answers = std::move(*typed);
+    if (answers.empty()) std::fputs("harness: question declined\n", stderr);
+  } else {
+    std::fputs("harness: declined a question of the model: no terminal to ask\n", stderr);
+  }
+  co_await send_decision([&]() {
+    return cli.client->session_answer(d.session_id, d.question->question_id, answers);
+  });
+}
+
+/// Works through the queue one decision at a time (one terminal, one prompt).
+asio::awaitable<void> decide_all(Cli& cli) {
+  while (!cli.decisions.empty() && cli.client && !cli.client->closed()) {
+    const PendingDecision d = std::move(cli.decisions.front());
+    cli.decisions.pop_front();
+    if (cli.settled.contains(d.id())) continue;
+    cli.tools.close();
+    cli.out.end_line();
+    if (d.approval) {
+      co_await decide_approval(cli, d);
+    } else {
+      co_await decide_question(cli, d);
+    }
+  }
+  cli.deciding = false;
+}
+
+/// approval/requested and question/requested of the running turn (and of its
+/// subagents) join the queue; their resolved events settle them, also when
+/// the terminal is asking about one right now.
+void note_decision(Cli& cli, const Notification& n) {
+  if (n.method != "session.event" || !cli.turn_running) return;
+  const json::value* sid = n.params.if_contains("sessionId");
+  if (sid == nullptr || !sid->is_string()) return;
+  PendingDecision d;
+  d.session_id = std::string(sid->get_string());
+  try {
+    d.approval = as_approval_requested(n);
+    if (!d.approval) d.question = as_question_requested(n);
+    std::optional<std::string> resolved;
+    if (auto r = as_approval_resolved(n)) resolved = r->approval_id;
+    if (auto r = as_question_resolved(n)) resolved = r->question_id;
+    if (resolved) {
+      cli.settled.insert(*resolved);
+      if (cli.asking == *resolved && cli.tty) {
+        boost::system::error_code ignored;
+        cli.tty->cancel(ignored);
+        tty_write(cli, "\n(settled elsewhere)\n");
+      }
+      return;
+    }
+  } catch (const ProtocolError& e) {
+    std::fprintf(stderr, "harness: %s\n", e.what());
+    return;
+  }
+  if (!d.approval && !d.question) return;
+  cli.decisions.push_back(std::move(d));
+  if (!cli.deciding) {
+    cli.deciding = true;
+    asio::co_spawn(cli.io, decide_all(cli), asio::detached);
+  }
+}
+
 void on_notification(Cli& cli, const Notification& n) {
+  note_decision(cli, n);
   if (cli.options.json) {
     write_stdout(n.raw + "\n");
     return;
@@ -784,6 +1121,9 @@ asio::awaitable<int> run_command(Cli& cli) {
   }
   if (cli.options.on_disconnect == "continue") init.on_disconnect = OnDisconnect::continue_running;
   if (cli.options.on_disconnect == "cancel") init.on_disconnect = OnDisconnect::cancel;
+  if (!cli.options.approval_policy.empty()) {
+    init.approval_policy = harnessd::protocol::parse_approval_policy(cli.options.approval_policy);
+  }
   try {
     co_await cli.client->initialize(std::move(init));
   } catch (const std::exception& e) {
@@ -887,6 +1227,14 @@ void add_turn_options(CLI::App* cmd, Options& o) {
                   "What the daemon does with the running turn if this client goes away: cancel (the daemon's\n"
                   "default) or continue (it runs to its end detached; `harness attach` picks it up)")
       ->check(CLI::IsMember({"cancel", "continue"}));
+  cmd->add_option("--approval-policy", o.approval_policy,
+                  "initialize.approvalPolicy: never (tools run unasked) or ask (tools that may change something\n"
+                  "wait for a decision). Default: the daemon's (never on --spawn, ask on tcp:// and ws://)")
+      ->check(CLI::IsMember({"never", "ask"}));
+  cmd->add_option("--approve", o.approve,
+                  "Settle approvals without asking: all (allow each call once) or none (reject each). Without\n"
+                  "it a terminal is asked; with no terminal every approval is rejected (fail closed)")
+      ->check(CLI::IsMember({"all", "none"}));
 }
 
 }  // namespace
@@ -906,6 +1254,7 @@ int main(int argc, char** argv) {
       "  harness prompt --spawn --harnessd ./build/harnessd --daemon-arg=--store --daemon-arg=memory hi\n"
       "  echo \"long question\" | harness prompt -          # read the prompt from stdin\n"
       "  harness chat --session demo                     # one line per turn; Ctrl-C cancels, Ctrl-D quits\n"
+      "  harness prompt --connect tcp://127.0.0.1:7879 --approve all \"fix the tests\"  # allow every tool call\n"
       "  printf 'hi\\nbye\\n' | harness chat                 # scripted conversation\n"
       "  harness sessions --connect tcp://127.0.0.1:7879 # every session, most recently updated first\n"
       "  harness log --connect tcp://127.0.0.1:7879 demo --follow   # transcript, then live events\n"
@@ -924,6 +1273,11 @@ int main(int argc, char** argv) {
       "Output: assistant text (text-delta chunks) on stdout, then [ok], [error: MESSAGE] or\n"
       "[aborted: REASON] on stderr. Ctrl-C sends session/cancel; a second Ctrl-C quits.\n"
       "Prompts starting with '-' need `--` first: harness prompt -- -x.\n"
+      "Approvals (approvalPolicy ask, the default of network daemons): a tool call that may change\n"
+      "something is asked about on the terminal: [y]es once / [a]lways for this session / [n]o\n"
+      "(then an optional message for the model). --approve all|none decides without asking; with\n"
+      "no terminal and no --approve each is rejected. Questions of the model (ask_user_question)\n"
+      "are asked on the terminal, or declined (answers []) without one.\n"
       "With --on-disconnect continue, a turn outlives a lost connection: follow it again with\n"
       "`harness attach SESSION` (from any machine that reaches the daemon).");
 

@@ -37,7 +37,7 @@ const storeKind = process.env.BROWSER_TEST_STORE || 'jsonl';
 const webMode = process.env.BROWSER_TEST_WEB || 'auto';
 const WEB_FILES = {
   '/': 'index.html', '/index.html': 'index.html', '/app.js': 'app.js', '/dom.js': 'dom.js', '/tools.js': 'tools.js',
-  '/style.css': 'style.css',
+  '/decisions.js': 'decisions.js', '/style.css': 'style.css',
 };
 const CONTENT_TYPES = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
 
@@ -922,6 +922,16 @@ test('a page of another origin that posts to the TCP port creates no session', {
 /** The cards of the newest top-level turn, by tool name. */
 const lastTurnCards = (page, name) => page.$$(`[data-testid="turn"]:last-child [data-testid="tool-call"][data-name="${name}"]`);
 
+/**
+ * Over WebSocket the daemon's default approval policy is `ask`: a call of
+ * `tool` that may change something waits on its approval card. Clicks
+ * `outcome`'s button on the newest turn's live card of that tool.
+ */
+async function decideNext(page, tool, outcome = 'allowed-once') {
+  const card = `[data-testid="turn"]:last-child [data-testid="approval-card"][data-state="pending"][data-tool="${tool}"]`;
+  await page.click(`${card} button[data-outcome="${outcome}"]`);
+}
+
 test('tool calls show as cards: arguments, diffs, bash output, errors, folding and the todo checklist', {
   skip: useNodePeer ? 'harnessd only (@tool needs its tools)' : skipReason, timeout: 90000,
 }, async (t) => {
@@ -932,6 +942,7 @@ test('tool calls show as cards: arguments, diffs, bash output, errors, folding a
 
   // write: a fresh file needs no read; the card shows the file and a diff of added lines.
   await sendPrompt(page, '@tool write {"file_path":"notes/a.txt","content":"one\\ntwo\\nthree\\n"}');
+  await decideNext(page, 'write');
   assert.equal(await lastTurnSettled(page), 'ok');
   const [write] = await lastTurnCards(page, 'write');
   assert.ok(write, 'a write card');
@@ -946,6 +957,7 @@ test('tool calls show as cards: arguments, diffs, bash output, errors, folding a
   // read, then edit in the same step: the diff removes one line and adds one.
   await sendPrompt(page, '@tool read {"file_path":"notes/a.txt"}\n'
     + '@tool edit {"file_path":"notes/a.txt","old_string":"two","new_string":"TWO"}');
+  await decideNext(page, 'edit');
   assert.equal(await lastTurnSettled(page), 'ok');
   const [read] = await lastTurnCards(page, 'read');
   assert.equal(await read.getAttribute('data-state'), 'ok');
@@ -963,6 +975,7 @@ test('tool calls show as cards: arguments, diffs, bash output, errors, folding a
   // A long write folds its diff (closed details) until opened.
   const long = Array.from({ length: 30 }, (_, i) => `line ${i + 1}`).join('\\n');
   await sendPrompt(page, `@tool write {"file_path":"notes/long.txt","content":"${long}\\n"}`);
+  await decideNext(page, 'write');
   assert.equal(await lastTurnSettled(page), 'ok');
   const [longWrite] = await lastTurnCards(page, 'write');
   const fold = await longWrite.$('[data-testid="fold"]');
@@ -977,6 +990,7 @@ test('tool calls show as cards: arguments, diffs, bash output, errors, folding a
 
   // bash: an exit-code card, or (no bubblewrap here) the SANDBOX_UNAVAILABLE error card.
   await sendPrompt(page, '@tool bash {"command":"echo hi; exit 3","description":"x"}');
+  await decideNext(page, 'bash');
   assert.equal(await lastTurnSettled(page), 'ok');
   const [bash] = await lastTurnCards(page, 'bash');
   assert.equal(await bash.$eval('[data-testid="tool-command"]', (el) => el.textContent), 'echo hi; exit 3');
@@ -1039,6 +1053,121 @@ test('tool calls show as cards: arguments, diffs, bash output, errors, folding a
   // Nothing from the daemon became markup.
   assert.equal(await page.$$eval('.transcript script, .transcript img', (els) => els.length), 0);
   assert.deepEqual(pageErrors.filter((e) => !/WebSocket connection to .* failed/.test(e)), []);
+  await page.close();
+});
+
+// ---- approvals and questions: any tab of the session can answer -------------
+
+const APPROVAL = '[data-testid="approval-card"]';
+const QUESTION = '[data-testid="question-card"]';
+
+test('an approval asked in one tab is given from a second tab opened while the turn waits', {
+  skip: useNodePeer ? 'harnessd only (approvals)' : skipReason, timeout: 90000,
+}, async (t) => {
+  if (needsHistory(t)) return;
+  const tabA = await openPage();
+  const id = await newSession(tabA);
+  const target = path.join(workspaceRoot, id, 'approved.txt');
+  await sendPrompt(tabA, '@tool write {"file_path":"approved.txt","content":"from tab B\\nsecond line\\n"}');
+  await tabA.waitForSelector(`${APPROVAL}[data-state="pending"]`);
+  // The card sits inside the write's tool card, and the call has not run.
+  assert.equal(await tabA.$eval(APPROVAL, (el) => el.closest('[data-testid="tool-call"]')?.dataset.name), 'write');
+  assert.equal(fs.existsSync(target), false, 'the write ran before it was allowed');
+
+  // B opens the session after the request: it rebuilds the card from the log and the subscription.
+  const tabB = await openPage(`?session=${encodeURIComponent(id)}`);
+  const cardB = await tabB.waitForSelector(`${APPROVAL}[data-state="pending"]`);
+  assert.equal(await cardB.$eval('[data-testid="approval-tool"]', (el) => el.textContent), 'write');
+  assert.ok((await cardB.$eval('[data-testid="approval-reason"]', (el) => el.textContent)).length > 0, 'a reason');
+  assert.deepEqual(await cardB.$$eval('.diff-add', (els) => els.map((e) => e.textContent)), ['+from tab B', '+second line']);
+  assert.equal(await cardB.$$eval('button:disabled', (els) => els.length), 0);
+  // The sidebar (session/list's `waiting`) says the session needs a decision.
+  assert.equal(await tabB.textContent(`[data-testid="session-item"][data-session="${id}"] .badge[data-status="waiting"]`),
+    'needs approval');
+  await cardB.scrollIntoViewIfNeeded();
+  await tabB.screenshot({ path: path.join(screenshotDir, 'approval-card.png') });
+
+  await tabB.click(`${APPROVAL} button[data-outcome="allowed-once"]`);
+  // Both tabs show the outcome and disable the card; A's turn ends with the tool's result.
+  for (const tab of [tabA, tabB]) {
+    await tab.waitForSelector(`${APPROVAL}[data-state="resolved"][data-outcome="allowed-once"]`);
+    assert.equal(await tab.$$eval(`${APPROVAL} button:not(:disabled)`, (els) => els.length), 0);
+    assert.match(await tab.$eval(`${APPROVAL} [data-testid="decision-outcome"]`, (el) => el.textContent), /allowed once/);
+  }
+  assert.equal(await lastTurnSettled(tabA), 'ok');
+  const [write] = await lastTurnCards(tabA, 'write');
+  assert.equal(await write.getAttribute('data-state'), 'ok');
+  assert.match(await lastTurnText(tabA), /^write said: /);
+  assert.equal(fs.readFileSync(target, 'utf8'), 'from tab B\nsecond line\n');
+
+  // A settled card that is made clickable again gets the daemon's not-pending error, shown inline.
+  await tabB.$eval(`${APPROVAL} button[data-outcome="rejected"]`, (el) => { el.disabled = false; el.click(); });
+  await tabB.waitForSelector(`${APPROVAL} [data-testid="decision-error"]:not([hidden])`);
+  assert.match(await tabB.$eval(`${APPROVAL} [data-testid="decision-error"]`, (el) => el.textContent), /no longer pending/i);
+
+  // A rejection with a message: the call does not run and the model reads why.
+  await sendPrompt(tabA, '@tool edit {"file_path":"approved.txt","old_string":"second","new_string":"2nd"}');
+  const edit = `[data-testid="turn"]:last-child ${APPROVAL}[data-tool="edit"]`;
+  await tabA.waitForSelector(`${edit}[data-state="pending"]`);
+  assert.deepEqual(await tabA.$$eval(`${edit} .diff-line`, (els) => els.map((e) => [e.dataset.kind, e.textContent]))
+    .then((rows) => rows.filter(([k]) => k === 'add' || k === 'del')), [['del', '-second'], ['add', '+2nd']]);
+  await tabA.fill(`${edit} [data-testid="approval-message"]`, 'keep the long word');
+  await tabA.click(`${edit} button[data-outcome="rejected"]`);
+  await tabB.waitForSelector(`[data-testid="turn"]:last-child ${APPROVAL}[data-outcome="rejected"]`);
+  assert.equal(await lastTurnSettled(tabA), 'ok');
+  const [rejected] = await lastTurnCards(tabA, 'edit');
+  assert.equal(await rejected.getAttribute('data-error-code'), 'REJECTED');
+  assert.match(await rejected.textContent(), /keep the long word/);
+  assert.equal(fs.readFileSync(target, 'utf8'), 'from tab B\nsecond line\n');
+  await tabB.close();
+  await tabA.close();
+});
+
+test('a question is answered through its form, after a reload while it waits', {
+  skip: useNodePeer ? 'harnessd only (ask_user_question)' : skipReason, timeout: 90000,
+}, async (t) => {
+  if (needsHistory(t)) return;
+  const page = await openPage();
+  const id = await newSession(page);
+  const questions = [
+    { id: 'db', question: 'Which database?', header: 'Storage',
+      options: [{ label: 'Postgres', description: 'shared, needs a server' }, { label: 'SQLite', description: 'one file' }] },
+    { id: 'extras', question: 'What else?', options: [{ label: 'tests' }, { label: 'docs' }], multi_select: true },
+    { id: 'name', question: 'Project name?' },
+  ];
+  await sendPrompt(page, `@tool ask_user_question ${JSON.stringify({ questions })}`);
+  await page.waitForSelector(`${QUESTION}[data-state="pending"]`);
+  // The form is rebuilt from session/events after a reload; the turn waits on.
+  await page.reload();
+  await page.waitForSelector('#status[data-state="connected"]');
+  const card = await page.waitForSelector(`${QUESTION}[data-state="pending"]`);
+  assert.equal(await page.$eval(`${QUESTION} legend`, (el) => el.textContent), 'Storage');
+  assert.deepEqual(await card.$$eval('[data-question="db"] input[type="radio"]', (els) => els.map((e) => e.value)), ['Postgres', 'SQLite']);
+  assert.deepEqual(await card.$$eval('[data-question="extras"] input[type="checkbox"]', (els) => els.map((e) => e.value)), ['tests', 'docs']);
+  assert.match(await card.$eval('[data-question="db"]', (el) => el.textContent), /one file/);
+  await page.check(`${QUESTION} [data-question="db"] input[value="SQLite"]`);
+  await page.check(`${QUESTION} [data-question="extras"] input[value="tests"]`);
+  await page.check(`${QUESTION} [data-question="extras"] input[value="docs"]`);
+  await page.fill(`${QUESTION} [data-question="name"] [data-testid="question-custom"]`, '<b>harness</b> ✓');
+  await card.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: path.join(screenshotDir, 'question-card.png') });
+  await page.click(`${QUESTION} button[type="submit"]`);
+  await page.waitForSelector(`${QUESTION}[data-state="resolved"][data-outcome="answered"]`);
+  assert.equal(await page.$$eval(`${QUESTION} input:not(:disabled), ${QUESTION} button:not(:disabled)`, (els) => els.length), 0);
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const [ask] = await lastTurnCards(page, 'ask_user_question');
+  const result = JSON.parse(await ask.$eval('.tool-result pre', (el) => el.textContent));
+  assert.deepEqual(result, [{ id: 'db', selected: ['SQLite'] }, { id: 'extras', selected: ['tests', 'docs'] },
+    { id: 'name', selected: [], custom: '<b>harness</b> ✓' }]);
+  assert.equal(await page.$$eval('.transcript b', (els) => els.length), 0);
+
+  // Skip declines: the answers are [].
+  await sendPrompt(page, `@tool ask_user_question ${JSON.stringify({ questions: questions.slice(0, 1) })}`);
+  await page.click(`[data-testid="turn"]:last-child ${QUESTION}[data-state="pending"] [data-testid="question-skip"]`);
+  await page.waitForSelector(`[data-testid="turn"]:last-child ${QUESTION}[data-state="resolved"]`);
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const [declined] = await lastTurnCards(page, 'ask_user_question');
+  assert.deepEqual(JSON.parse(await declined.$eval('.tool-result pre', (el) => el.textContent)), []);
   await page.close();
 });
 

@@ -622,3 +622,145 @@ def test_reader_commands_teach_in_their_help(tmp_path):
         assert "--connect" in proc.stdout and "--json" in proc.stdout, describe(proc)
     assert "--follow" in run_cli(["log", "--help"], tmp_path).stdout
     assert "--on-disconnect" in run_cli(["prompt", "--help"], tmp_path).stdout
+
+
+# approvals and questions (approvalPolicy ask: the default of network listeners)
+
+
+def write_prompt(path: str, content: str = "hi\n") -> str:
+    return "@tool write " + json.dumps({"file_path": path, "content": content})
+
+
+def ask_prompt(questions) -> str:
+    return "@tool ask_user_question " + json.dumps({"questions": questions})
+
+
+def test_approve_all_and_none_over_tcp(spawn, tmp_path):
+    ws = tmp_path / "ws"
+    daemon = spawn(args=["--workspace-root", str(ws)])
+    # Each session's workspace is WORKSPACE_ROOT/SESSION_ID (no cwd is sent).
+    proc = run_cli(["prompt", *connect_args(daemon), "--session", "yes", "--approve", "all",
+                    write_prompt("a.txt", "allowed\n")], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert (ws / "yes" / "a.txt").read_text() == "allowed\n"
+    assert "harness: allowed write a.txt (--approve all)" in proc.stderr, describe(proc)
+    assert "⚙ write a.txt ✓" in proc.stderr.splitlines(), describe(proc)
+
+    proc = run_cli(["prompt", *connect_args(daemon), "--session", "no", "--approve", "none",
+                    write_prompt("a.txt")], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert not (ws / "no" / "a.txt").exists()
+    assert "harness: rejected write a.txt (--approve none)" in proc.stderr, describe(proc)
+    assert "⚙ write a.txt ✗ REJECTED" in proc.stderr.splitlines(), describe(proc)
+    # The model reads why.
+    assert proc.stdout.startswith("write said: ") and "--approve none" in proc.stdout, describe(proc)
+
+
+def test_without_a_terminal_approvals_fail_closed_and_questions_are_declined(spawn, tmp_path):
+    ws = tmp_path / "ws"
+    daemon = spawn(args=["--workspace-root", str(ws)])
+    proc = run_cli(["prompt", *connect_args(daemon), "--session", "closed", write_prompt("a.txt")], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert not (ws / "closed" / "a.txt").exists()
+    assert "harness: rejected write a.txt: no terminal to ask" in proc.stderr, describe(proc)
+    assert "⚙ write a.txt ✗ REJECTED" in proc.stderr.splitlines(), describe(proc)
+
+    questions = [{"id": "db", "question": "Which?", "options": [{"label": "A"}, {"label": "B"}]}]
+    proc = run_cli(["prompt", *connect_args(daemon), "--session", "q", "--approve", "all",
+                    ask_prompt(questions)], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert "declined a question" in proc.stderr, describe(proc)
+    assert proc.stdout == "ask_user_question said: []\n", describe(proc)
+
+    # A session's log shows the decisions the CLI sent.
+    raw = daemon.connect()
+    raw.initialize()
+    logged = raw.response(raw.request("session/events", {"sessionId": "closed"}))["result"]["events"]
+    resolved = [e["data"] for e in logged if e["type"] == "approval/resolved"]
+    assert [(r["outcome"], r["source"]) for r in resolved] == [("rejected", "client")], logged
+
+
+def test_approval_policy_option(spawn, tmp_path):
+    ws = tmp_path / "ws"
+    daemon = spawn(args=["--workspace-root", str(ws)])
+    # never: the network daemon's default (ask) is overridden; nothing is asked.
+    proc = run_cli(["prompt", *connect_args(daemon), "--session", "never", "--approval-policy", "never",
+                    write_prompt("a.txt")], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert (ws / "never" / "a.txt").exists()
+    assert "harness:" not in proc.stderr, describe(proc)
+
+    # ask on a spawned stdio daemon (whose default is never): --approve none rejects.
+    proc = run_cli(["prompt", *spawn_args(), "--approval-policy", "ask", "--approve", "none",
+                    write_prompt("b.txt")], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert not (tmp_path / "b.txt").exists()
+    assert "⚙ write b.txt ✗ REJECTED" in proc.stderr.splitlines(), describe(proc)
+
+    proc = run_cli(["prompt", *spawn_args(), "--approval-policy", "sometimes", "hi"], tmp_path)
+    assert proc.returncode == 3, describe(proc)
+
+
+def test_a_terminal_is_asked(spawn, tmp_path):
+    """stdin on a pseudo-terminal: the approval and the question are typed in."""
+    import pty  # noqa: F401 (POSIX only, like the rest of the suite)
+
+    ws = tmp_path / "ws"
+    daemon = spawn(args=["--workspace-root", str(ws)])
+    questions = [{"id": "db", "question": "Which database?", "header": "Storage",
+                  "options": [{"label": "Postgres", "description": "a server"}, {"label": "SQLite"}]},
+                 {"id": "name", "question": "Name?"}]
+    prompt = write_prompt("a.txt", "typed\n") + "\n" + write_prompt("b.txt") + "\n" + ask_prompt(questions)
+    master, slave = os.openpty()
+    # A new session: no controlling terminal, so the CLI asks on stdin, the pty.
+    proc = subprocess.Popen([cli_bin(), "prompt", *connect_args(daemon), "--session", "tty", prompt],
+                            cwd=str(tmp_path), stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    os.close(slave)
+    seen = b""
+
+    def expect(text: bytes) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + TIMEOUT
+        while text not in seen:
+            assert time.monotonic() < deadline, f"no {text!r} on the terminal; seen {seen[-400:]!r}"
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                raise AssertionError(f"terminal closed; seen {seen[-400:]!r}")
+        seen = seen[seen.index(text) + len(text):]
+
+    try:
+        expect(b"Allow write a.txt? [y]es once / [a]lways for this session / [n]o: ")
+        os.write(master, b"maybe\n")  # not an answer: asked again
+        expect(b"[n]o: ")
+        os.write(master, b"y\n")
+        expect(b"Allow write b.txt?")
+        expect(b"[n]o: ")
+        os.write(master, b"n\n")
+        expect(b"Message for the model (optional): ")
+        os.write(master, b"not that one\n")
+        expect(b"[Storage] Which database?")
+        expect(b"2) SQLite")
+        expect(b"(empty: skip): ")
+        os.write(master, b"2\n")
+        expect(b"Answer (empty: skip): ")
+        os.write(master, b"my project\n")
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        stop(proc)
+        os.close(master)
+    assert proc.returncode == 0, f"[exit {proc.returncode}]\n{out}\n{err}"
+    assert (ws / "tty" / "a.txt").read_text() == "typed\n"
+    assert not (ws / "tty" / "b.txt").exists()
+    assert "not that one" in out, out
+    answers = json.loads(out.split("ask_user_question said: ", 1)[1].strip())
+    assert answers == [{"id": "db", "selected": ["SQLite"]}, {"id": "name", "selected": [], "custom": "my project"}]
+
+
+def test_approve_all_covers_a_subagents_calls(tmp_path):
+    proc = run_cli(["prompt", *spawn_args(), "--approval-policy", "ask", "--approve", "all",
+                    "@subagent " + write_prompt("sub.txt")], tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert (tmp_path / "sub.txt").exists()
+    assert "harness: allowed write sub.txt (--approve all)" in proc.stderr, describe(proc)

@@ -1065,3 +1065,158 @@ TEST_CASE("client: a tls:// URL on a plain NDJSON port fails its handshake with 
     CHECK(std::string(e.what()).find("TLS handshake with 127.0.0.1:") != std::string::npos);
   }
 }
+
+namespace {
+
+namespace protocol = harnessd::protocol;
+
+struct DecisionTurns {
+  std::vector<protocol::ApprovalRequested> requested;
+  std::vector<protocol::ApprovalResolved> resolved;
+  std::vector<protocol::QuestionRequested> questions;
+  std::vector<protocol::QuestionResolved> answered;
+  std::vector<std::string> decide_errors;
+  TurnResult allowed;
+  TurnResult rejected;
+  TurnResult asked;
+  int not_pending_code = 0;
+  std::string not_pending_reason;
+};
+
+/// Under approvalPolicy ask: the first write is allowed once, the second
+/// rejected with a message, then a question is answered; every decision is
+/// sent from the notification handler, as an interactive client would.
+asio::awaitable<void> decision_turns(Client& client, std::string cwd, DecisionTurns& out) {
+  InitializeOptions init;
+  init.cwd = std::move(cwd);
+  init.provider = "scripted";
+  init.approval_policy = protocol::ApprovalPolicy::ask;
+  co_await client.initialize(std::move(init));
+  const std::string session = "decide";
+  const auto on_decision_error = [&out](std::exception_ptr e, protocol::DecisionResult result) {
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& error) {
+        out.decide_errors.emplace_back(error.what());
+      }
+    } else if (!result.accepted) {
+      out.decide_errors.emplace_back("not accepted");
+    }
+  };
+  const auto on_note = [&](const Notification& n) {
+    if (std::optional<protocol::ApprovalRequested> req = as_approval_requested(n)) {
+      out.requested.push_back(*req);
+      const bool first = out.requested.size() == 1;
+      asio::co_spawn(client.executor(),
+                     client.session_approve(session, req->approval_id,
+                                            first ? protocol::ApprovalOutcome::allowed_once
+                                                  : protocol::ApprovalOutcome::rejected,
+                                            first ? std::nullopt : std::optional<std::string>("not b.txt")),
+                     on_decision_error);
+    }
+    if (std::optional<protocol::ApprovalResolved> res = as_approval_resolved(n)) out.resolved.push_back(*res);
+    if (std::optional<protocol::QuestionRequested> q = as_question_requested(n)) {
+      out.questions.push_back(*q);
+      std::vector<protocol::Answer> answers{{.id = "db", .selected = {"SQLite"}, .custom = "a file"}};
+      asio::co_spawn(client.executor(), client.session_answer(session, q->question_id, std::move(answers)),
+                     on_decision_error);
+    }
+    if (std::optional<protocol::QuestionResolved> res = as_question_resolved(n)) out.answered.push_back(*res);
+  };
+  Harness harness(client);
+  out.allowed = co_await harness.run(session, R"(@tool write {"file_path":"a.txt","content":"allowed\n"})", on_note);
+  out.rejected = co_await harness.run(session, R"(@tool write {"file_path":"b.txt","content":"no\n"})", on_note);
+  out.asked = co_await harness.run(
+      session,
+      R"(@tool ask_user_question {"questions":[{"id":"db","question":"Which?","options":[{"label":"Postgres"},{"label":"SQLite"}]}]})",
+      on_note);
+  try {
+    co_await client.session_approve(session, out.requested.at(0).approval_id, protocol::ApprovalOutcome::allowed_once);
+  } catch (const RpcError& e) {
+    out.not_pending_code = e.code();
+    if (const json::object* data = e.data().if_object()) {
+      if (const json::value* reason = data->if_contains("reason"); reason != nullptr && reason->is_string()) {
+        out.not_pending_reason = std::string(reason->get_string());
+      }
+    }
+  }
+  co_await client.close();
+}
+
+std::string tool_result_text(const TurnResult& turn) {
+  for (const json::object& event : turn.events) {
+    if (event.at("type") != "tool/result") continue;
+    const json::object& data = event.at("data").as_object();
+    return std::string(data.at("content").as_array().at(0).as_object().at("text").as_string());
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("client: session_approve and session_answer against the real harnessd") {
+  const std::filesystem::path work = std::filesystem::temp_directory_path() /
+                                     ("harness-client-test-decide-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(work);
+  std::filesystem::create_directories(work);
+  asio::io_context io;
+  SpawnOptions spawn;
+  spawn.program = harnessd_path();
+  spawn.args = {"--store", "memory", "--log-level", "warn"};
+  Client client(io.get_executor(), spawn_stdio(io.get_executor(), spawn));
+  DecisionTurns turns;
+  run_bounded(io, decision_turns(client, work.string(), turns));
+
+  CHECK(turns.decide_errors.empty());
+  REQUIRE(turns.requested.size() == 2);
+  const protocol::ApprovalRequested& first = turns.requested[0];
+  CHECK(first.tool_name == "write");
+  CHECK(first.call_id == "call_0");
+  CHECK(json::parse(first.arguments) == json::parse(R"({"file_path":"a.txt","content":"allowed\n"})"));
+  CHECK_FALSE(first.reason.empty());
+  REQUIRE(turns.resolved.size() == 2);
+  CHECK(turns.resolved[0].approval_id == first.approval_id);
+  CHECK(turns.resolved[0].outcome == protocol::ApprovalOutcome::allowed_once);
+  CHECK(turns.resolved[0].source == protocol::DecisionSource::client);
+  CHECK(turns.resolved[1].outcome == protocol::ApprovalOutcome::rejected);
+
+  CHECK(turns.allowed.status == "ok");
+  std::ifstream written(work / "a.txt");
+  CHECK(std::string((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>()) == "allowed\n");
+  CHECK_FALSE(std::filesystem::exists(work / "b.txt"));
+  CHECK(tool_result_text(turns.rejected).find("not b.txt") != std::string::npos);
+
+  REQUIRE(turns.questions.size() == 1);
+  CHECK(turns.questions[0].questions.size() == 1);
+  REQUIRE(turns.answered.size() == 1);
+  CHECK(turns.answered[0].outcome == protocol::QuestionOutcome::answered);
+  CHECK(json::parse(tool_result_text(turns.asked)) ==
+        json::parse(R"([{"id":"db","selected":["SQLite"],"custom":"a file"}])"));
+
+  CHECK(turns.not_pending_code == -32602);
+  CHECK(turns.not_pending_reason == "not-pending");
+  std::filesystem::remove_all(work);
+}
+
+TEST_CASE("client: decision events read typed, other events are nullopt, malformed ones ProtocolError") {
+  const json::object requested = json::parse(R"({"type":"approval/requested","seq":3,"time":1,"data":{
+      "turn":0,"step":0,"callId":"c","approvalId":"ap1","toolName":"bash","arguments":"{}","reason":"runs"}})")
+                                     .as_object();
+  const std::optional<harnessd::protocol::ApprovalRequested> got = as_approval_requested(requested);
+  REQUIRE(got.has_value());
+  CHECK(got->approval_id == "ap1");
+  CHECK(got->tool_name == "bash");
+  CHECK_FALSE(as_approval_resolved(requested).has_value());
+  CHECK_FALSE(as_question_requested(requested).has_value());
+
+  Notification n;
+  n.method = "session.event";
+  n.params = json::object{{"sessionId", "s"}, {"event", requested}};
+  CHECK(as_approval_requested(n).has_value());
+  n.method = "subagent.started";
+  CHECK_FALSE(as_approval_requested(n).has_value());
+
+  const json::object bad = json::parse(R"({"type":"approval/resolved","data":{"approvalId":"a","outcome":"maybe","source":"client"}})").as_object();
+  CHECK_THROWS_AS(as_approval_resolved(bad), ProtocolError);
+}

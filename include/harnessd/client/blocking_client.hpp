@@ -39,6 +39,11 @@ class BlockingClient {
   std::future<boost::json::value> request(std::string method, boost::json::value params);
   std::future<SessionPromptResponse> session_prompt(std::string session_id, std::string text);
   std::future<bool> session_cancel(std::string session_id);
+  std::future<protocol::DecisionResult> session_approve(std::string session_id, std::string approval_id,
+                                                        protocol::ApprovalOutcome outcome,
+                                                        std::optional<std::string> message = std::nullopt);
+  std::future<protocol::DecisionResult> session_answer(std::string session_id, std::string question_id,
+                                                       std::vector<protocol::Answer> answers);
   std::future<void> shutdown();
   std::future<SessionList> session_list(SessionListOptions options = {});
   std::future<SessionEvents> session_events(std::string session_id, std::int64_t after_seq = -1,

@@ -5,6 +5,7 @@
 
 #include "harnessd/client/client_transport.hpp"
 #include "harnessd/client/errors.hpp"
+#include "harnessd/protocol/events.hpp"
 #include "harnessd/protocol/messages.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -69,6 +70,11 @@ struct InitializeOptions {
   /// default when absent) or "danger-full-access" (stdio, or a daemon run
   /// with --allow-full-access); sent as given, the daemon checks it.
   std::optional<std::string> sandbox;
+  /// initialize.approvalPolicy. Absent: not sent, the daemon's default
+  /// applies (`never` on stdio, `ask` on network listeners, unless the
+  /// daemon was started with --approval-policy). Under `ask`, tool calls
+  /// that may change something wait for session_approve().
+  std::optional<protocol::ApprovalPolicy> approval_policy;
 };
 
 struct InitializeResult {
@@ -132,6 +138,24 @@ struct SessionPromptResponse {
 /// Throws ProtocolError unless `result` is {status: ok|error|aborted,
 /// reason: {kind: STRING, ...}}.
 SessionPromptResponse parse_session_prompt_result(const boost::json::value& result);
+
+/// The `event` ({type, seq, time, data}) of a session.event notification;
+/// nullptr for other notifications.
+const boost::json::object* event_of(const Notification& notification);
+
+// The decision events (docs/protocol.md §4.11-§4.12), typed. Each takes an event
+// as session/events and session.event carry it ({type, seq, time, data}):
+// nullopt when the event is of another type; ProtocolError when it is of
+// this type but malformed.
+std::optional<protocol::ApprovalRequested> as_approval_requested(const boost::json::object& event);
+std::optional<protocol::ApprovalResolved> as_approval_resolved(const boost::json::object& event);
+std::optional<protocol::QuestionRequested> as_question_requested(const boost::json::object& event);
+std::optional<protocol::QuestionResolved> as_question_resolved(const boost::json::object& event);
+/// The same for a notification: nullopt unless it is a session.event of that type.
+std::optional<protocol::ApprovalRequested> as_approval_requested(const Notification& notification);
+std::optional<protocol::ApprovalResolved> as_approval_resolved(const Notification& notification);
+std::optional<protocol::QuestionRequested> as_question_requested(const Notification& notification);
+std::optional<protocol::QuestionResolved> as_question_resolved(const Notification& notification);
 
 /// Frame counters, for diagnostics and tests.
 struct ClientStats {
@@ -213,6 +237,22 @@ class Client {
 
   /// `session/cancel`; true when a running turn was cancelled.
   boost::asio::awaitable<bool> session_cancel(std::string session_id);
+
+  /// `session/approve`: settles the approval `approval_id` of a waiting
+  /// turn (an approval/requested event) with `outcome` (allowed_once,
+  /// allowed_for_session or rejected; `message` is told to the model with a
+  /// rejection). Any connection that may see the session may answer. One
+  /// that is no longer pending is RpcError -32602 with data.reason
+  /// "not-pending".
+  boost::asio::awaitable<protocol::DecisionResult> session_approve(std::string session_id, std::string approval_id,
+                                                                  protocol::ApprovalOutcome outcome,
+                                                                  std::optional<std::string> message = std::nullopt);
+
+  /// `session/answer`: answers the question/requested `question_id`; one
+  /// Answer per question ({id, selected labels, custom text}); no answers
+  /// declines. Answers that do not fit the questions are RpcError -32602.
+  boost::asio::awaitable<protocol::DecisionResult> session_answer(std::string session_id, std::string question_id,
+                                                                 std::vector<protocol::Answer> answers);
 
   /// `shutdown`: the daemon lets this connection's turns settle, then answers.
   boost::asio::awaitable<void> shutdown();
