@@ -225,10 +225,15 @@ class TurnRun final : public llm::ChunkSink {
       request.tools = tool_specs(session_.registry().tools(), session_.delegation_depth() < max_depth);
       request.context_window = input_.context_window;
       request.settings = input_.settings;
-      request.system_prompt = build_system_prompt(session_.registry().options().persona, input_.model,
-                                                  session_workspace().string(), request.tools);
+      // Built once per turn, and again only when the offered tools change.
+      if (!same_tools(request.tools)) {
+        system_prompt_ = build_system_prompt(session_.registry().options().persona, input_.model,
+                                             session_workspace().string(), request.tools);
+        request.system_prompt = system_prompt_;
+        add_request_header(request);
+      }
+      request.system_prompt = system_prompt_;
       request.instructions = instructions_;
-      add_request_header(request);
       // Past 80 % of the window the conversation is summarized first (again
       // within a turn only once it has grown by the tail's share since).
       if (const std::int64_t tokens = context_tokens(request);
@@ -443,6 +448,17 @@ class TurnRun final : public llm::ChunkSink {
       logged[file.path] = file.content;
     }
     instructions_ = instructions_text(files);
+  }
+
+  /// Whether `tools` are those the system prompt was last built for; remembers them.
+  bool same_tools(const std::vector<llm::ToolSpec>& tools) {
+    bool same = prompt_built_ && tools.size() == prompt_tools_.size();
+    for (std::size_t i = 0; same && i < tools.size(); ++i) same = tools[i].name == prompt_tools_[i];
+    if (same) return true;
+    prompt_built_ = true;
+    prompt_tools_.clear();
+    for (const llm::ToolSpec& tool : tools) prompt_tools_.push_back(tool.name);
+    return false;
   }
 
   /// Logs request/header when what frames the conversation (system prompt,
@@ -882,6 +898,9 @@ class TurnRun final : public llm::ChunkSink {
   std::int64_t compacted_at_ = -1;         ///< the context size of this turn's last compaction
   std::vector<llm::ChatMessage> compaction_messages_;  ///< a compaction request's messages
   std::string instructions_;  ///< this turn's workspace instructions, as sent
+  std::string system_prompt_;  ///< this turn's, for prompt_tools_
+  std::vector<std::string> prompt_tools_;
+  bool prompt_built_ = false;
   std::size_t turn_bytes_ = 0;  ///< of every event made so far (envelopes not counted)
   bool too_large_ = false;      ///< past --max-turn-bytes: the turn ends TURN_TOO_LARGE
 };
