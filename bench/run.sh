@@ -223,6 +223,20 @@ for pair in "${PAIRS[@]}"; do
   done
 done
 
+long_json = os.path.join(out, "long_session.json")
+ls = json.loads(open(long_json).read()) if os.path.exists(long_json) and open(long_json).read().strip() else None
+w("## Long session (bench/long_session.py)")
+w("")
+w("`@chunks 10 64` turns on a session of about 10,000 logged events and on a new one, interleaved, over stdio")
+w("(jsonl store, sync per turn): the daemon's per-turn work must not grow with the history.")
+w("")
+if ls:
+    w(f"- turn p50: {ls['turn_ms_p50_long']} ms on {ls['long_session_events']} events, "
+      f"{ls['turn_ms_p50_short']} ms on a new session ({ls['ratio']}×)")
+else:
+    w("- failed to run")
+w("")
+
 # ---- idle memory -------------------------------------------------------------
 log "$IDLE_CONNECTIONS idle WebSocket connections against harnessd"
 start_server harnessd
@@ -268,6 +282,10 @@ cleanup
 log "tools: a light session beside 20 sessions grepping 20,000 files; grep against grep -r and rg"
 python3 "$ROOT/bench/tools.py" --harnessd "$HARNESSD" --bench "$BENCH" \
   --seconds "$DURATION" >"$OUT/tools.txt" 2>"$OUT/tools.log" || log "tools cell failed (see $OUT/tools.log)"
+# ---- long session: a turn on a 10,000-event session against one on a new session --
+log "long session: a turn on a session of 10,000 events against one of 10"
+python3 "$ROOT/bench/long_session.py" --harnessd "$HARNESSD" \
+  >"$OUT/long_session.json" 2>"$OUT/long_session.log" || log "long-session cell failed (see $OUT/long_session.log)"
 elapsed=$(($(date +%s) - started))
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 log "matrix done in ${elapsed}s; writing bench/RESULTS.md"
@@ -634,6 +652,9 @@ if isn and isn.get("idle_bytes_per_item") is not None:
     v = isn["idle_bytes_per_item"] / 1024
     w(f"- idle RSS per session <4 KiB ({isn['idle_count']} sessions): " + verdict(
         v < 4, f"{v:.2f} KiB, " + (f"{4 - v:.2f} KiB under" if v < 4 else f"{v - 4:.2f} KiB ({(v/4 - 1)*100:.0f}%) over")))
+if ls:
+    w("- a turn on a 10,000-event session within 1.2× of one on a new session: " +
+      verdict(ls["met"], f"{ls['ratio']}×"))
 w("")
 w("## Verification")
 w("")
