@@ -223,20 +223,6 @@ for pair in "${PAIRS[@]}"; do
   done
 done
 
-long_json = os.path.join(out, "long_session.json")
-ls = json.loads(open(long_json).read()) if os.path.exists(long_json) and open(long_json).read().strip() else None
-w("## Long session (bench/long_session.py)")
-w("")
-w("`@chunks 10 64` turns on a session of about 10,000 logged events and on a new one, interleaved, over stdio")
-w("(jsonl store, sync per turn): the daemon's per-turn work must not grow with the history.")
-w("")
-if ls:
-    w(f"- turn p50: {ls['turn_ms_p50_long']} ms on {ls['long_session_events']} events, "
-      f"{ls['turn_ms_p50_short']} ms on a new session ({ls['ratio']}×)")
-else:
-    w("- failed to run")
-w("")
-
 # ---- idle memory -------------------------------------------------------------
 log "$IDLE_CONNECTIONS idle WebSocket connections against harnessd"
 start_server harnessd
@@ -515,6 +501,20 @@ w("")
 if os.path.exists(tools_txt) and open(tools_txt).read().strip():
     for line in open(tools_txt).read().strip().splitlines():
         w(f"- {line}")
+else:
+    w("- failed to run")
+w("")
+
+long_json = os.path.join(out, "long_session.json")
+ls = json.loads(open(long_json).read()) if os.path.exists(long_json) and open(long_json).read().strip() else None
+w("## Long session (bench/long_session.py)")
+w("")
+w("`@chunks 10 64` turns on a session of about 10,000 logged events and on a new one, interleaved, over stdio")
+w("(jsonl store, sync per turn): the daemon's per-turn work must not grow with the history.")
+w("")
+if ls:
+    w(f"- turn p50: {ls['turn_ms_p50_long']} ms on {ls['long_session_events']} events, "
+      f"{ls['turn_ms_p50_short']} ms on a new session ({ls['ratio']}×)")
 else:
     w("- failed to run")
 w("")
