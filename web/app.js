@@ -15,6 +15,7 @@
 import { h, blocksText, shortId, statusBadge } from './dom.js';
 import { ToolCard, TodoPanel } from './tools.js';
 import { ApprovalCard, QuestionCard } from './decisions.js';
+import { CompactionDivider, headerNote, instructionsNote } from './context.js';
 
 const CLIENT_INFO = { name: 'harnessd-web', version: '0.2.0' };
 const STORE_SESSIONS = 'harnessd.sessions';
@@ -458,6 +459,7 @@ class TurnView {
     this.toolCards = new Map();
     this.decisions = new Map(); // approvalId / questionId → its card
     this.subagents = new Map();
+    this.compaction = null; // the divider of the compaction running now
     this.startedAt = performance.now();
     this.t0 = null; // turn/start time (epoch ms)
     this.t1 = null; // turn/end time
@@ -485,9 +487,12 @@ class TurnView {
         h('div', { class: 'role', text: 'You' }), this.userTextEl);
       this.el.append(this.userEl);
     }
+    // What reaches the model's context before the first step (instructions,
+    // request header, a compaction) sits between the prompt and the answer.
+    this.preludeEl = h('div', { class: 'turn-prelude' });
     this.assistantEl = h('div', { class: 'msg assistant' },
       nested ? null : h('div', { class: 'role', text: 'Assistant' }), this.body);
-    this.el.append(this.assistantEl, this.footer);
+    this.el.append(this.preludeEl, this.assistantEl, this.footer);
   }
 
   stepView(step, fromStart = false) {
@@ -499,6 +504,20 @@ class TurnView {
       this.body.append(s.el);
     }
     return s;
+  }
+
+  /** A context note goes before the first step, or between the steps it came between. */
+  placeContext(el) {
+    (this.steps.size === 0 ? this.preludeEl : this.body).append(el);
+  }
+
+  /** The running compaction's divider; a new one when its start is not shown. */
+  compactionDivider() {
+    if (!this.compaction) {
+      this.compaction = new CompactionDivider();
+      this.placeContext(this.compaction.el);
+    }
+    return this.compaction;
   }
 
   event(ev) {
@@ -557,8 +576,27 @@ class TurnView {
       case 'step/end':
         this.stepView(d.step).el.classList.add('done');
         break;
+      case 'compact/start':
+        this.compaction = null;
+        this.compactionDivider();
+        break;
+      case 'compact/summary':
+        this.compactionDivider().summary(d);
+        break;
+      case 'compact/end':
+        this.compactionDivider().end(d);
+        this.compaction = null;
+        break;
+      case 'context/message':
+        this.placeContext(instructionsNote(d));
+        break;
+      case 'request/header':
+        this.placeContext(headerNote(d));
+        break;
       case 'turn/end':
         for (const card of this.decisions.values()) card.expire();
+        this.compaction?.expire();
+        this.compaction = null;
         if (Number.isFinite(ev.time)) this.t1 = ev.time;
         this.reason = d.reason ?? null;
         this.el.dataset.phase = 'ended';

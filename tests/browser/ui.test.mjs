@@ -37,7 +37,7 @@ const storeKind = process.env.BROWSER_TEST_STORE || 'jsonl';
 const webMode = process.env.BROWSER_TEST_WEB || 'auto';
 const WEB_FILES = {
   '/': 'index.html', '/index.html': 'index.html', '/app.js': 'app.js', '/dom.js': 'dom.js', '/tools.js': 'tools.js',
-  '/decisions.js': 'decisions.js', '/style.css': 'style.css',
+  '/decisions.js': 'decisions.js', '/context.js': 'context.js', '/style.css': 'style.css',
 };
 const CONTENT_TYPES = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
 
@@ -1169,6 +1169,125 @@ test('a question is answered through its form, after a reload while it waits', {
   const [declined] = await lastTurnCards(page, 'ask_user_question');
   assert.deepEqual(JSON.parse(await declined.$eval('.tool-result pre', (el) => el.textContent)), []);
   await page.close();
+});
+
+// A daemon of its own: the window is a setting of the daemon (or of
+// initialize, which the UI does not send), and the other tests need a large one.
+async function startSmallWindowDaemon(dir) {
+  const ready = path.join(dir, 'ready.json');
+  const args = ['--listen', 'ws://127.0.0.1:0', '--ready-file', ready, '--store', 'jsonl',
+    '--session-root', path.join(dir, 'sessions'), '--workspace-root', path.join(dir, 'workspaces'),
+    '--context-window', '1000'];
+  if (process.env.HARNESSD_ARGS) args.push(...process.env.HARNESSD_ARGS.split(/\s+/).filter(Boolean));
+  const proc = spawn(path.resolve(harnessdBin), args, { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  let exited = null;
+  proc.on('exit', (code, sig) => { exited = `exited with ${code ?? sig}`; });
+  const stop = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const gone = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+    await gone;
+    clearTimeout(timer);
+  };
+  const deadline = Date.now() + 20000;
+  for (;;) {
+    if (fs.existsSync(ready)) {
+      try {
+        const { listen } = JSON.parse(fs.readFileSync(ready, 'utf8'));
+        const ws = listen.find((u) => u.startsWith('ws://'));
+        if (ws) return { url: `http://127.0.0.1:${new URL(ws).port}/`, stop };
+      } catch {
+        // Partially written file: read again.
+      }
+    }
+    if (exited) throw new Error(`harnessd (--context-window 1000) ${exited} before it was ready:\n${log}`);
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`harnessd (--context-window 1000) not ready after 20 s:\n${log}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test('context notes: the request header, workspace instructions and a compaction divider', {
+  skip: useNodePeer ? 'harnessd only (compaction, request/header)' : skipReason, timeout: 90000,
+}, async (t) => {
+  if (storeKind === 'memory') {
+    t.skip('--store memory keeps no events to read back');
+    return;
+  }
+  const dir = fs.mkdtempSync(path.join(tmp, 'compaction-'));
+  fs.mkdirSync(path.join(dir, 'workspaces'));
+  // Workspace text is as untrusted as the model's: it must show as text.
+  fs.writeFileSync(path.join(dir, 'workspaces', 'AGENTS.md'), 'Answer <b>briefly</b>.\n');
+  const daemon = await startSmallWindowDaemon(dir);
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  try {
+    if (fromDisk) await routeWebFromDisk(ctx, new URL(daemon.url).origin);
+    const page = await ctx.newPage();
+    page.setDefaultTimeout(15000);
+    page.on('pageerror', (err) => pageErrors.push(String(err)));
+    await page.goto(daemon.url);
+    await page.waitForSelector('#status[data-state="connected"]');
+    await newSession(page);
+
+    // Each prompt is ~1500 bytes (~375 tokens at 4 bytes a token) and echoed
+    // back, so by the second turn the conversation is past 80 % of 1000 tokens.
+    const prompt = (i) => `prompt ${i} ${'lorem ipsum dolor sit amet '.repeat(55)}`.trim();
+    await sendPrompt(page, prompt(1));
+    assert.equal(await lastTurnSettled(page), 'ok');
+    const [first] = await page.$$('[data-testid="turn"]');
+    // The header is a folded note of the first turn, and the answer still shows below it.
+    const header = await first.waitForSelector('[data-testid="header-note"]');
+    assert.match(await header.$eval('summary', (el) => el.textContent), /^Request header: \S.*, \d+ tools?$/);
+    assert.equal(await header.evaluate((el) => el.open), false);
+    assert.equal(await header.$eval('.context-prompt', (el) => el.checkVisibility()), false);
+    await header.$eval('summary', (el) => el.click());
+    assert.ok((await header.$eval('.context-prompt', (el) => el.textContent)).length > 0);
+    assert.match(await lastTurnText(page), /^echo: prompt 1 lorem/);
+    assert.equal(await first.$eval('.msg.assistant', (el) => el.hidden), false);
+    const instructions = await first.waitForSelector('[data-testid="instructions-note"]');
+    assert.match(await instructions.$eval('summary', (el) => el.textContent), /^Workspace instructions: .*AGENTS\.md$/);
+    await instructions.$eval('summary', (el) => el.click());
+    assert.equal(await instructions.$eval('pre', (el) => el.textContent), 'Answer <b>briefly</b>.\n');
+    assert.equal(await page.$$eval('.transcript b, #transcript b', (els) => els.length), 0);
+
+    for (const i of [2, 3]) {
+      await sendPrompt(page, prompt(i));
+      await page.waitForFunction((n) => document.querySelectorAll('[data-testid="turn"][data-status]').length === n, i);
+      assert.equal(await lastTurnSettled(page), 'ok');
+    }
+    const divider = await page.waitForSelector('[data-testid="compaction"][data-state="done"]');
+    assert.match(await divider.$eval('summary', (el) => el.textContent), /^Context compacted: [\d,]+ → [\d,]+ tokens$/);
+    const summaryEl = await divider.$('[data-testid="compaction-summary"]');
+    assert.equal(await summaryEl.isVisible(), false);
+    await divider.$eval('summary', (el) => el.click());
+    await page.waitForFunction((el) => el.checkVisibility(), summaryEl);
+    assert.match(await summaryEl.textContent(), /scripted summary of \d+ messages/);
+    // The turn that compacted answered as usual.
+    const compactedTurn = await divider.evaluateHandle((el) => el.closest('[data-testid="turn"]'));
+    assert.equal(await compactedTurn.evaluate((el) => el.dataset.status), 'ok');
+    assert.match(await compactedTurn.evaluate((el) => el.querySelector('[data-testid="assistant-text"]').textContent), /^echo: prompt \d/);
+    await divider.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(screenshotDir, 'compaction-divider.png') });
+
+    // From the log after a reload: the same notes at the same places.
+    const count = () => page.$$eval('[data-testid="compaction"]', (els) => els.length);
+    const shown = await count();
+    await page.reload();
+    await page.waitForSelector('#status[data-state="connected"]');
+    await page.waitForSelector('[data-testid="compaction"][data-state="done"]');
+    assert.equal(await count(), shown);
+    assert.equal(await page.$$eval('[data-testid="header-note"]', (els) => els.length), 1);
+    await page.close();
+  } finally {
+    await ctx.close().catch(() => {});
+    await daemon.stop();
+  }
 });
 
 test('no uncaught errors in the page', { skip: skipReason }, () => {
