@@ -345,7 +345,7 @@ class TurnRun final : public llm::ChunkSink {
 
   struct ToolRun {
     const llm::ToolCall* call = nullptr;
-    tools::Tool* tool = nullptr;
+    std::shared_ptr<tools::Tool> tool;
     tools::ToolResult result;
   };
 
@@ -916,7 +916,7 @@ asio::awaitable<PromptOutcome> run_turn(Session& session, PromptInput& input, Ev
 
 std::vector<llm::ToolSpec> tool_specs(const tools::ToolRegistry& registry, bool may_delegate) {
   std::vector<llm::ToolSpec> specs;
-  for (const tools::Tool* tool : registry.all()) {
+  for (const std::shared_ptr<tools::Tool>& tool : registry.all()) {
     if (tool->delegates() && !may_delegate) continue;
     specs.push_back(llm::ToolSpec{std::string(tool->name()), std::string(tool->description()), tool->input_schema(),
                                   std::string(tool->guidance())});

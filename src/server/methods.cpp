@@ -473,7 +473,7 @@ protocol::ToolsListResult tools_list(ClientState& client, protocol::ToolsListPar
   // A client's sessions are top-level: subagent is on offer unless
   // delegation is off altogether.
   const bool may_delegate = client.context.sessions.options().max_delegation_depth > 0;
-  for (const tools::Tool* tool : client.context.sessions.tools().all()) {
+  for (const std::shared_ptr<tools::Tool>& tool : client.context.sessions.tools().all()) {
     if (tool->delegates() && !may_delegate) continue;
     result.tools.push_back(protocol::ToolInfo{.name = std::string(tool->name()),
                                               .description = std::string(tool->description()),

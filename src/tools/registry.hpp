@@ -1,29 +1,40 @@
-// The tools a session's model is offered, by name. Built once at start-up
-// (the built-ins; MCP servers' tools join as they are listed) and read-only
-// while turns run.
+// The tools a session's model is offered, by name. The built-ins are added
+// at start-up; MCP servers' tools come, change and go while turns run (a
+// server starts late, restarts, or says its list changed), so the registry
+// is thread-safe and hands out shared pointers: a tool replaced while one of
+// its calls runs stays alive until that call ends.
 #pragma once
 
 #include "tools/tool.hpp"
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace harnessd::tools {
 
+/// Every member is thread-safe.
 class ToolRegistry {
  public:
   /// Throws std::logic_error for a second tool of the same name.
-  void add(std::unique_ptr<Tool> tool);
-  Tool* find(std::string_view name) const;
-  /// Every tool, in the order they were added.
-  const std::vector<Tool*>& all() const noexcept { return order_; }
+  void add(std::shared_ptr<Tool> tool);
+  std::shared_ptr<Tool> find(std::string_view name) const;
+  /// Every tool, in the order they were added (a source's tools keep the
+  /// place of its first list): a snapshot, unchanged by later updates.
+  std::vector<std::shared_ptr<Tool>> all() const;
+
+  /// Replaces every tool whose source() is `source` by `tools` (all of
+  /// that source). A tool whose name another source already holds is left
+  /// out; the names left out are returned, for the caller to log.
+  std::vector<std::string> replace_source(std::string_view source, std::vector<std::shared_ptr<Tool>> tools);
 
  private:
-  std::map<std::string, std::unique_ptr<Tool>, std::less<>> tools_;
-  std::vector<Tool*> order_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Tool>, std::less<>> tools_;
+  std::vector<std::shared_ptr<Tool>> order_;
 };
 
 /// The registry with every built-in tool of this file's list: the one
