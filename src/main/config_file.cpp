@@ -1,5 +1,7 @@
 #include "config_file.hpp"
 
+#include "mcp/http_transport.hpp"
+
 #include <toml++/toml.h>
 
 #include <sstream>
@@ -25,6 +27,81 @@ std::optional<std::string> scalar_text(const toml::node& node) {
   return std::nullopt;
 }
 
+std::string line_of(const std::string& file, const toml::node& node) {
+  return file + " line " + std::to_string(node.source().begin.line);
+}
+
+/// A table of strings (`env`, `headers`) without line breaks in names or values.
+std::map<std::string, std::string> string_table(const std::string& file, const std::string& key,
+                                                const toml::node& node) {
+  const toml::table* table = node.as_table();
+  if (table == nullptr) fail(line_of(file, node), "\"" + key + "\" must be a table of strings");
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : *table) {
+    const toml::value<std::string>* text = value.as_string();
+    if (text == nullptr) fail(line_of(file, value), "\"" + key + "." + std::string(name.str()) + "\" must be a string");
+    const std::string entry(name.str());
+    if (entry.empty() || entry.find_first_of("\r\n\0") != std::string::npos ||
+        text->get().find_first_of("\r\n\0") != std::string::npos) {
+      fail(line_of(file, value), "\"" + key + "." + entry + "\" must not be empty or hold line breaks");
+    }
+    out[entry] = text->get();
+  }
+  return out;
+}
+
+/// One `[mcp.NAME]` table.
+mcp::ServerConfig mcp_server(const std::string& file, const std::string& name, const toml::node& node) {
+  const std::string table_name = "mcp." + name;
+  const toml::table* table = node.as_table();
+  if (table == nullptr || name.empty()) fail(line_of(file, node), "\"" + table_name + "\" must be a table [mcp.NAME]");
+  mcp::ServerConfig config;
+  config.name = name;
+  for (const auto& [key_name, value] : *table) {
+    const std::string key(key_name.str());
+    const std::string where = line_of(file, value);
+    if (key == "command" || key == "url") {
+      const toml::value<std::string>* text = value.as_string();
+      if (text == nullptr || text->get().empty()) fail(where, "\"" + key + "\" must be a non-empty string");
+      (key == "command" ? config.command : config.url) = text->get();
+    } else if (key == "args") {
+      const toml::array* array = value.as_array();
+      if (array == nullptr) fail(where, "\"args\" must be a list of strings");
+      for (const toml::node& element : *array) {
+        const toml::value<std::string>* text = element.as_string();
+        if (text == nullptr) fail(where, "\"args\" must be a list of strings");
+        config.args.push_back(text->get());
+      }
+    } else if (key == "env") {
+      config.env = string_table(file, key, value);
+    } else if (key == "headers") {
+      config.headers = string_table(file, key, value);
+    } else if (key == "timeoutMs") {
+      const toml::value<std::int64_t>* number = value.as_integer();
+      if (number == nullptr || number->get() <= 0 || number->get() > 86'400'000) {
+        fail(where, "\"timeoutMs\" must be a number of milliseconds from 1 to 86400000");
+      }
+      config.call_timeout = std::chrono::milliseconds(number->get());
+    } else {
+      fail(where, "unknown key \"" + key + "\" in [" + table_name +
+                      "] (command, args, env, url, headers, timeoutMs)");
+    }
+  }
+  const std::string where = line_of(file, node);
+  if (config.command.empty() == config.url.empty()) {
+    fail(where, "[" + table_name + "] needs either \"command\" (stdio) or \"url\" (streamable HTTP)");
+  }
+  if (!config.url.empty()) {
+    if (!config.args.empty() || !config.env.empty()) fail(where, "[" + table_name + "]: args and env go with command");
+    if (const std::string problem = mcp::check_http_url(config.url); !problem.empty()) {
+      fail(where, "[" + table_name + "] url \"" + config.url + "\": " + problem);
+    }
+  } else if (!config.headers.empty()) {
+    fail(where, "[" + table_name + "]: headers go with url");
+  }
+  return config;
+}
+
 }  // namespace
 
 std::string TomlConfig::file_name() const {
@@ -42,10 +119,19 @@ std::vector<CLI::ConfigItem> TomlConfig::from_config(std::istream& input) const 
     fail(file + " line " + std::to_string(e.source().begin.line), std::string(e.description()));
   }
   lines_.clear();
+  mcp_servers_.clear();
   std::vector<CLI::ConfigItem> items;
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
     const std::string where = file + " line " + std::to_string(node.source().begin.line);
+    if (name == "mcp") {
+      const toml::table* servers = node.as_table();
+      if (servers == nullptr) fail(where, "\"mcp\" must be tables [mcp.NAME]");
+      for (const auto& [server, server_node] : *servers) {
+        mcp_servers_.push_back(mcp_server(file, std::string(server.str()), server_node));
+      }
+      continue;
+    }
     const CLI::Option* option = app_.get_option_no_throw("--" + name);
     if (option == nullptr || name == "config") fail(where, "unknown key \"" + name + "\" (see harnessd --help)");
     CLI::ConfigItem item;

@@ -2,8 +2,10 @@
 // flag names without the dashes (`listen = ["ws://0.0.0.0:7878"]`,
 // `drain-timeout-ms = 30000`); flags given on the command line win. An
 // unknown key or a value of the wrong type is an error naming the key and
-// its line.
+// its line. `[mcp.NAME]` tables are not flags: they configure MCP servers.
 #pragma once
+
+#include "mcp/config.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -24,11 +26,15 @@ class TomlConfig final : public CLI::Config {
   /// a value error CLI11 reports without the file's position).
   std::string where(const std::string& message) const;
 
+  /// The `[mcp.NAME]` tables of the last file read, in file order.
+  const std::vector<mcp::ServerConfig>& mcp_servers() const noexcept { return mcp_servers_; }
+
  private:
   std::string file_name() const;
 
   const CLI::App& app_;
   mutable std::map<std::string, int> lines_;  ///< key -> line, of the last file read
+  mutable std::vector<mcp::ServerConfig> mcp_servers_;
 };
 
 /// Declares --config on `app` with TomlConfig as its reader.

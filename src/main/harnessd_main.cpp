@@ -7,6 +7,7 @@
 #include "llm/deepseek_provider.hpp"
 #include "llm/provider.hpp"
 #include "llm/scripted_provider.hpp"
+#include "mcp/servers.hpp"
 #include "server/decision_forwarding.hpp"
 #include "server/metrics.hpp"
 #include "server/server.hpp"
@@ -226,6 +227,9 @@ int run(DaemonConfig config) {
                                           config.server.workspace_root};
   harness::SessionRegistry sessions(io.get_executor(), *store, harness_options);
   tools::add_builtin_tools(sessions.tools(), harness_options.sandbox);
+  // Their tools join the registry as each server answers: start-up does not wait.
+  mcp::Servers mcp_servers(io.get_executor(), sessions.tools(), std::move(config.mcp));
+  mcp_servers.start();
   if (postgres != nullptr) {
     // session/cancel sent to another node for a turn running here.
     postgres->on_forwarded_cancel([&sessions](const std::string& id) {
@@ -325,6 +329,7 @@ int run(DaemonConfig config) {
         housekeeping_timer.cancel();
         watchdog_timer.cancel();
         sessions.kill_background_tasks();
+        mcp_servers.stop();
         store->begin_stop();
       });
     });
@@ -459,6 +464,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "harnessd: %s (%s)\n", e.what(), where.c_str());
     return 2;
   }
+  config.mcp = config_file->mcp_servers();
 
   if (config.check_sandbox) {
     std::fputs(tools::sandbox_report(config.harness.sandbox).c_str(), stdout);
