@@ -32,11 +32,17 @@ OK = {"status": "ok", "reason": {"kind": "completed"}}
 
 
 def _reference_servers():
-    """Fails loudly when the pinned servers are missing (like the browser
-    test): `scripts/install-deps.sh --browser` or `npm ci` in tests/mcp."""
-    if not EVERYTHING.exists() or not FILESYSTEM.exists():
-        pytest.fail(f"MCP reference servers missing: run `npm ci` in {REPO / 'tests' / 'mcp'} "
-                    "(scripts/install-deps.sh --browser does)", pytrace=False)
+    """The pinned servers (`npm ci` in tests/mcp; scripts/install-deps.sh
+    --browser does it). Missing: a failure under CI, else a skip that says
+    what to run."""
+    if EVERYTHING.exists() and FILESYSTEM.exists():
+        return
+    message = (f"MCP reference servers missing: run `npm ci` in {REPO / 'tests' / 'mcp'} "
+               "(scripts/install-deps.sh --browser does)")
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    print(f"\nSKIPPED LOUDLY: {message}", file=sys.stderr)
+    pytest.skip(message)
 
 
 def toml_str(s: str) -> str:
