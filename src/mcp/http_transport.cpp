@@ -98,6 +98,7 @@ class HttpTransport final : public Transport, public std::enable_shared_from_thi
     if (it == open_.end()) return;
     error_code ignored;
     it->second->lowest().socket().close(ignored);
+    open_.erase(it);  // what fails from here on says nothing about the server
   }
 
   void set_protocol_version(std::string version) override { protocol_version_ = std::move(version); }
@@ -114,59 +115,64 @@ class HttpTransport final : public Transport, public std::enable_shared_from_thi
   }
 
  private:
-  /// Opens a connection, or returns null with `error` set.
-  static asio::awaitable<std::shared_ptr<Connection>> connect(std::shared_ptr<HttpTransport> self, std::string& error) {
-    const auto executor = self->strand_;
-    tcp::resolver resolver(executor);
+  /// The connection for one exchange, not yet connected.
+  std::shared_ptr<Connection> make_connection() {
+    if (url_.scheme == "https") return std::make_shared<Connection>(Connection{TlsStream(strand_, tls_), {}});
+    return std::make_shared<Connection>(Connection{PlainStream(strand_), {}});
+  }
+
+  /// Connects `connection`; false with `error` set on failure.
+  static asio::awaitable<bool> connect(std::shared_ptr<HttpTransport> self, std::shared_ptr<Connection> connection,
+                                       std::string& error) {
+    tcp::resolver resolver(self->strand_);
     error_code ec;
     const std::string port = std::to_string(self->url_.port);
     const tcp::resolver::results_type endpoints =
         co_await resolver.async_resolve(self->url_.host, port, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       error = "cannot resolve " + self->url_.host + ": " + ec.message();
-      co_return nullptr;
+      co_return false;
     }
-    std::shared_ptr<Connection> connection;
-    if (self->url_.scheme == "https") {
-      connection = std::make_shared<Connection>(Connection{TlsStream(executor, self->tls_), {}});
-    } else {
-      connection = std::make_shared<Connection>(Connection{PlainStream(executor), {}});
-    }
+    if (self->done_) co_return false;
     beast::tcp_stream& lowest = connection->lowest();
     lowest.expires_after(self->options_.connect_timeout);
     co_await lowest.async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       error = "cannot connect to " + self->url_.host_port() + ": " + ec.message();
-      co_return nullptr;
+      co_return false;
     }
     if (auto* tls_stream = std::get_if<TlsStream>(&connection->stream)) {
       if (!SSL_set_tlsext_host_name(tls_stream->native_handle(), self->url_.host.c_str())) {
         error = "cannot set the TLS server name";
-        co_return nullptr;
+        co_return false;
       }
       tls_stream->set_verify_callback(ssl::host_name_verification(self->url_.host));
       co_await tls_stream->async_handshake(ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         error = "TLS handshake with " + self->url_.host + " failed: " + ec.message();
-        co_return nullptr;
+        co_return false;
       }
     }
     lowest.expires_never();
-    co_return connection;
+    co_return true;
   }
 
   /// One POST (a message) or GET (the server's own stream) and its answer.
   static asio::awaitable<void> exchange(std::shared_ptr<HttpTransport> self, http::verb verb, std::string body,
                                         std::optional<std::int64_t> request_id) {
+    // Registered before connecting, so stop() and abandon() reach a
+    // connect that hangs too.
+    std::shared_ptr<Connection> connection = self->make_connection();
+    const std::int64_t key = request_id ? *request_id : --self->next_anonymous_;
+    self->open_[key] = connection;
     std::string error;
-    std::shared_ptr<Connection> connection = co_await connect(self, error);
-    if (!connection) {
+    const bool connected = co_await connect(self, connection, error);
+    const bool abandoned = self->open_.erase(key) == 0;
+    if (!connected || self->done_ || abandoned) {
       // Unreachable: the server is down until a restart reaches it again.
-      if (verb == http::verb::post) self->closed(error);
+      if (!connected && !abandoned && verb == http::verb::post) self->closed(error);
       co_return;
     }
-    if (self->done_) co_return;
-    const std::int64_t key = request_id ? *request_id : --self->next_anonymous_;
     self->open_[key] = connection;
     if (std::holds_alternative<TlsStream>(connection->stream)) {
       co_await run_exchange(self, std::get<TlsStream>(connection->stream), *connection, verb, std::move(body),

@@ -16,6 +16,8 @@ namespace json = boost::json;
 
 namespace {
 
+constexpr std::size_t max_description_bytes = 16 * 1024;
+
 class McpTool final : public tools::Tool {
  public:
   McpTool(std::shared_ptr<Client> client, std::string remote_name, std::string description, json::object schema,
@@ -57,6 +59,10 @@ std::shared_ptr<tools::Tool> make_mcp_tool(std::shared_ptr<Client> client, const
   std::string description;
   if (const json::value* d = entry.if_contains("description"); d != nullptr && d->is_string()) {
     description = util::valid_utf8(d->get_string());
+    // Sent to the model on every step: a server cannot fill its context.
+    if (description.size() > max_description_bytes) {
+      description.resize(util::cut_utf8(description, max_description_bytes).size());
+    }
   }
   // A model API wants an object schema; a server that sends none gets the
   // schema of "any arguments".

@@ -198,6 +198,18 @@ def test_everything_over_streamable_http(spawn, tmp_path):
         # A second call reuses the session the server gave at initialize.
         resp, result, _ = call(c, "http", "mcp__remote__echo", {"message": "again"})
         assert result_text(result) == "Echo: again"
+        # The endpoint goes away: calls fail fast, and the client finds it
+        # again (a new session) once it is back.
+        server.kill()
+        server.wait(5)
+        resp, result, _ = call(c, "http", "mcp__remote__echo", {"message": "gone"})
+        assert result["error"]["code"] == "MCP_UNAVAILABLE", result
+        server = subprocess.Popen(["node", str(EVERYTHING), "streamableHttp"],
+                                  env={**os.environ, "PORT": str(port)},
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for(lambda: d.stderr().count("mcp remote: ready") >= 2, 30, "the reconnection")
+        resp, result, _ = call(c, "http", "mcp__remote__echo", {"message": "back"})
+        assert result_text(result) == "Echo: back", result
     finally:
         server.kill()
         server.wait(5)
