@@ -73,12 +73,14 @@ def fake(name: str, *extra: str, timeout_ms=None) -> str:
     return mcp_table(name, command=sys.executable, args=[str(FAKE), *extra], timeout_ms=timeout_ms)
 
 
-def start(spawn, tmp_path, *tables: str, **kw):
+def start(spawn, tmp_path, *tables: str, policy: str = "never", **kw):
+    """A TCP daemon with these [mcp.NAME] tables; its connection does not
+    ask for approvals unless `policy` says "ask"."""
     config = tmp_path / "harnessd.toml"
     config.write_text("".join(tables))
     d = spawn(args=["--config", str(config)], **kw)
     c = d.connect()
-    c.initialize()
+    c.initialize(approvalPolicy=policy)
     return d, c
 
 
@@ -276,7 +278,7 @@ def test_websocket_client_sees_and_calls_mcp_tools(spawn, tmp_path):
     config.write_text(everything_stdio())
     d = ws_daemon(spawn, "--config", str(config))
     c = ws_conn(d, d.ws_port)
-    c.initialize(**init_params())
+    c.initialize(**init_params(approvalPolicy="never"))
     wait_tools(c, "mcp__everything__echo")
     resp, result, text = call(c, "ws", "mcp__everything__echo", {"message": "over ws"})
     assert result_text(result) == "Echo: over ws"
@@ -371,6 +373,25 @@ def test_paginated_list_and_list_changed(spawn, tmp_path):
     assert tools["mcp__p__grown"]["source"] == "mcp:p"
     resp, result, _ = call(c, "g", "mcp__p__grown", {"text": "new"})
     assert result_text(result) == "grown: new"
+
+
+def test_only_read_only_mcp_tools_run_without_approval(spawn, tmp_path):
+    d, c = start(spawn, tmp_path, fake("f"), policy="ask")
+    wait_tools(c, "mcp__f__echo", "mcp__f__fails")
+    resp, result, _ = call(c, "a", "mcp__f__echo", {"text": "no question"})
+    assert result_text(result) == "echo: no question"
+    start_at = len(c.frames)
+    p = c.prompt("a", "@tool mcp__f__fails {}")
+    _, asked = c.wait_frame(lambda o: is_notification(o, "session.event")
+                         and o["params"]["event"]["type"] == "approval/requested", timeout=10)
+    data = asked["params"]["event"]["data"]
+    assert data["toolName"] == "mcp__f__fails"
+    c.response(c.request("session/approve", {"sessionId": "a", "approvalId": data["approvalId"],
+                                             "outcome": "allowed-once"}), timeout=5)
+    result_of(c.response(p, timeout=10))
+    results = [f.obj["params"]["event"]["data"] for f in c.frames[start_at:]
+               if is_notification(f.obj, "session.event") and f.obj["params"]["event"]["type"] == "tool/result"]
+    assert results[0]["error"]["code"] == "MCP_TOOL_ERROR", results
 
 
 def test_unsupported_protocol_version_keeps_the_server_down(spawn, tmp_path):
