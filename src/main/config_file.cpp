@@ -170,7 +170,8 @@ void add_config_option(CLI::App& app, std::shared_ptr<TomlConfig> config) {
   app.set_config("--config", "",
                  "Read options from this TOML file: keys are the long flag names without \"--\" "
                  "(listen = [\"ws://0.0.0.0:7878\"], drain-timeout-ms = 30000); flags on the command "
-                 "line win");
+                 "line win. [mcp.NAME] tables add MCP servers' tools (command/args/env or url/headers, "
+                 "timeoutMs; docs/protocol.md 12.5)");
   app.config_formatter(std::move(config));
 }
 
