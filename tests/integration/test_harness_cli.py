@@ -376,6 +376,7 @@ def test_sessions_table(spawn, tmp_path):
     raw = daemon.connect()
     raw.initialize()
     raw.run_prompt("kid", "@subagent hi")
+    time.sleep(0.01)  # a turn takes under a millisecond: solo must be updated strictly later
     raw.run_prompt("solo", "hello")
     proc = run_cli(["sessions", *connect_args(daemon)], tmp_path)
     assert proc.returncode == 0, describe(proc)
