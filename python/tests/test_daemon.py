@@ -18,8 +18,9 @@ from deepseek_harness import DeepSeekHarness, HarnessClient, HarnessConfig, Init
 from deepseek_harness.errors import JsonRpcError, SessionBusyError, TransportClosedError
 
 
-def run_when_idle(session, text, attempts=100, **kwargs):
-    """Run, retrying while a just-cancelled turn is still settling."""
+def run_when_idle(session, text, attempts=400, **kwargs):
+    """Run, retrying while a just-cancelled turn is still settling (up to 20 s:
+    a sanitizer build settles slowly)."""
 
     for _ in range(attempts):
         try:

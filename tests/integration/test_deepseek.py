@@ -764,6 +764,9 @@ def assert_strict_log(path: Path) -> None:
             raise AssertionError(f"{path}: line {n} is not strict JSON ({exc}): {line[:300]!r}")
 
 
+SANITIZED = bool(os.environ.get("HARNESSD_SANITIZE"))
+
+
 def peak_rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -802,7 +805,9 @@ def test_endless_sse_line_is_stream_too_large(spawn, mock):
     assert elapsed < 4, f"the oversized line was noticed only after {elapsed:.2f}s"
     assert len(m.requests()) == 2, "a STREAM_TOO_LARGE call must not be retried"
     grown = peak_rss_kib(d.proc.pid) - before
-    assert grown < 24 * 1024, f"peak RSS grew by {grown} KiB while the endpoint sent a 48 MiB line"
+    # A sanitizer's shadow memory and quarantine say nothing of the daemon's bound.
+    if not SANITIZED:
+        assert grown < 24 * 1024, f"peak RSS grew by {grown} KiB while the endpoint sent a 48 MiB line"
 
     resp, events = c.run_prompt("big", "again")
     assert result_of(resp) == OK, resp
@@ -838,7 +843,8 @@ def test_huge_error_body_is_read_only_in_part(spawn, mock):
     reason = assert_error_turn(resp, events, "HTTP_400")
     assert len(reason["message"]) < 1024, len(reason["message"])
     grown = peak_rss_kib(d.proc.pid) - before
-    assert grown < 8 * 1024, f"peak RSS grew by {grown} KiB for a 16 MiB error body"
+    if not SANITIZED:
+        assert grown < 8 * 1024, f"peak RSS grew by {grown} KiB for a 16 MiB error body"
     assert_strict_frames(c)
 
 
