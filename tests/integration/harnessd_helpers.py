@@ -280,6 +280,57 @@ class FrameReader:
 # connections
 
 
+def socket_io(sock: socket.socket, tls: bool) -> tuple[Callable[[int], bytes], Callable[[bytes], None],
+                                                      Callable[[], None], list]:
+    """recv/write/close for a Conn over `sock`. One SSL object must not be used by two
+    threads at once (a TLS 1.3 ticket read racing a write can lose the write), so over TLS
+    the reader polls briefly under the writers' lock. Readers appended to the returned
+    list are stopped on close."""
+    lock = threading.Lock()
+    closed = threading.Event()
+    readers: list = []
+    recv = sock.recv
+    if tls:
+        def recv(size: int) -> bytes:
+            with lock:
+                if closed.is_set():
+                    return b""  # closed: SSLSocket.shutdown dropped the TLS layer
+                sock.settimeout(0.02)
+                try:
+                    return sock.recv(size)
+                except ssl.SSLWantReadError:
+                    raise socket.timeout() from None
+                finally:
+                    sock.settimeout(0.5)
+
+    def write(data: bytes) -> None:
+        deadline = time.monotonic() + 30
+        view = memoryview(data)
+        with lock:
+            while view:
+                try:
+                    sent = sock.send(view)
+                except socket.timeout:
+                    if time.monotonic() > deadline:
+                        raise AssertionError("send to harnessd did not complete within 30s")
+                    continue
+                view = view[sent:]
+
+    def close() -> None:
+        # Under the lock: once SSLSocket.shutdown runs, a recv would read raw TLS records.
+        with lock:
+            closed.set()
+            for r in readers:
+                r.stopped = True
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    return recv, write, close, readers
+
+
 class Conn:
     """A client connection (stdio pipes or a TCP socket) speaking NDJSON."""
 
@@ -634,48 +685,9 @@ class Daemon:
         sock.settimeout(0.5)  # recv polls; sendall is bounded by this per chunk
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         n = len(self.conns)
-        lock = threading.Lock()
-        closed = threading.Event()
-        recv = sock.recv
-        if TLS_MODE:
-            # One SSL object must not be used by two threads at once: the
-            # reader polls briefly under the writers' lock.
-            def recv(size: int) -> bytes:
-                with lock:
-                    if closed.is_set():
-                        return b""  # closed: SSLSocket.shutdown dropped the TLS layer
-                    sock.settimeout(0.02)
-                    try:
-                        return sock.recv(size)
-                    except ssl.SSLWantReadError:
-                        raise socket.timeout() from None
-                    finally:
-                        sock.settimeout(0.5)
+        recv, write, close, stop = socket_io(sock, TLS_MODE)
         reader = FrameReader(recv, f"tcp{n}")
-
-        def write(data: bytes) -> None:
-            deadline = time.monotonic() + 30
-            view = memoryview(data)
-            with lock:
-                while view:
-                    try:
-                        sent = sock.send(view)
-                    except socket.timeout:
-                        if time.monotonic() > deadline:
-                            raise AssertionError("send to harnessd did not complete within 30s")
-                        continue
-                    view = view[sent:]
-
-        def close() -> None:
-            # Under the lock: once SSLSocket.shutdown runs, a recv would read raw TLS records.
-            with lock:
-                closed.set()
-                reader.stopped = True
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                sock.close()
+        stop.append(reader)
 
         conn = Conn(f"tcp#{n}", reader, write, close, self.diag)
         self.conns.append(conn)

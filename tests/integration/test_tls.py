@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harnessd_helpers import Conn, FrameReader, harnessd_bin, is_notification, make_ca, make_server_cert, result_of
+from harnessd_helpers import (Conn, FrameReader, harnessd_bin, is_notification, make_ca, make_server_cert, result_of,
+                              socket_io)
 from ws_client import ws_conn
 
 HOST = "127.0.0.1"
@@ -56,23 +57,9 @@ def tls_conn(d, ctx: ssl.SSLContext, name: str = "tls") -> Conn:
     raw = socket.create_connection((HOST, d.tls_port), timeout=5)
     sock = ctx.wrap_socket(raw, server_hostname=HOST)
     sock.settimeout(0.5)
-
-    def read(n: int) -> bytes:
-        try:
-            return sock.recv(n)
-        except ssl.SSLWantReadError:
-            raise socket.timeout() from None
-
-    def write(data: bytes) -> None:
-        sock.sendall(data)
-
-    def close() -> None:
-        try:
-            sock.close()
-        except OSError:
-            pass
-
+    read, write, close, stop = socket_io(sock, tls=True)
     reader = FrameReader(read, name)
+    stop.append(reader)
     conn = Conn(name, reader, write, close, d.diag)
     d.conns.append(conn)
     conn.sock = sock
