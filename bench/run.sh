@@ -241,8 +241,14 @@ bench idle-connections-tcp --connect "$TCP_URL" --server-pid "$SERVER_PID" --idl
 cleanup
 
 # ---- scale: many connections, open loop ---------------------------------------
-log "scale: $SCALE_CONNECTIONS WebSocket connections, $SCALE_RATE prompts/s of @chunks 100 64"
+# The memory store at a descriptor limit of 20,000, as operators run it: each
+# session prompts about every 10 s, and its later turns must continue its
+# seqs (harness-bench checks them).
+log "scale: $SCALE_CONNECTIONS WebSocket connections, $SCALE_RATE prompts/s of @chunks 100 64 (memory store, ulimit -n 20000)"
+fd_limit=$(ulimit -n)
+ulimit -n 20000
 start_server harnessd
+ulimit -n "$fd_limit"
 bench scale --connect "$WS_URL" --server-pid "$SERVER_PID" -N "$SCALE_CONNECTIONS" -K 100 -S 64 \
   --rate "$SCALE_RATE" --duration "$DURATION" --warmup "$WARMUP" --drain-timeout 60 --label "harnessd ws scale"
 cleanup
