@@ -18,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <array>
+#include <memory>
 #include <csignal>
 #include <stdexcept>
 
@@ -150,16 +151,26 @@ class ChildProcessTransport final : public NdjsonClientTransport {
     return reaped_;
   }
 
-  /// Polls for the child's exit for up to `timeout`; true once reaped.
+  /// Waits on the child's pidfd for up to `timeout`; true once reaped.
   asio::awaitable<bool> wait_exit(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    asio::steady_timer timer(co_await asio::this_coro::executor);
-    while (!try_reap() && std::chrono::steady_clock::now() < deadline) {
-      timer.expires_after(std::chrono::milliseconds(5));
-      error_code ec;
-      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-    co_return reaped_;
+    if (try_reap()) co_return true;
+    const auto executor = co_await asio::this_coro::executor;
+    const int fd = transport::open_pidfd(pid_);
+    if (fd < 0) co_return try_reap();  // reaped meanwhile
+    auto pidfd = std::make_shared<asio::posix::stream_descriptor>(executor, fd);
+    asio::steady_timer deadline(executor);
+    deadline.expires_after(timeout);
+    // The timer ends the wait. Its handler may run after this frame is gone
+    // (it fired as the child exited): it holds the pidfd only weakly.
+    deadline.async_wait([weak = std::weak_ptr(pidfd)](const error_code& ec) {
+      if (ec) return;
+      if (auto waiting = weak.lock()) waiting->cancel();
+    });
+    error_code ec;
+    co_await pidfd->async_wait(asio::posix::stream_descriptor::wait_read,
+                               asio::redirect_error(asio::use_awaitable, ec));
+    deadline.cancel();
+    co_return try_reap();
   }
 
   bool wait_blocking(std::chrono::milliseconds timeout) {

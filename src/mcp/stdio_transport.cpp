@@ -1,5 +1,6 @@
 #include "mcp/stdio_transport.hpp"
 
+#include "transport/child_process.hpp"
 #include "transport/line_framer.hpp"
 #include "util/utf8.hpp"
 
@@ -112,14 +113,13 @@ Spawned spawn(const ServerConfig& config) {
   Spawned spawned;
   spawned.pid = pid;
   // Exit is awaited on a pidfd (no SIGCHLD handler, no polling).
-  spawned.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  spawned.pidfd = transport::open_pidfd(pid);
   if (spawned.pidfd < 0) {
     const int e = errno;
     ::kill(-pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     throw std::system_error(e, std::generic_category(), "pidfd_open");
   }
-  ::fcntl(spawned.pidfd, F_SETFD, FD_CLOEXEC);
   spawned.stdin_fd = in.take(1);
   spawned.stdout_fd = out.take(0);
   spawned.stderr_fd = err.take(0);

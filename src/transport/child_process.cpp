@@ -1,12 +1,15 @@
 #include "transport/child_process.hpp"
 
+#include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,13 +93,28 @@ std::optional<int> try_reap(pid_t pid) {
   return std::nullopt;
 }
 
+int open_pidfd(pid_t pid) noexcept {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd >= 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return fd;
+}
+
 std::optional<int> wait_child(pid_t pid, std::chrono::milliseconds timeout) {
+  if (std::optional<int> status = try_reap(pid)) return status;
+  const int pidfd = open_pidfd(pid);
+  if (pidfd < 0) return try_reap(pid);  // reaped meanwhile (ESRCH), or no pidfd: say how it stands now
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::optional<int> status;
   for (;;) {
-    if (std::optional<int> status = try_reap(pid)) return status;
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd readable{.fd = pidfd, .events = POLLIN, .revents = 0};
+    const int ready = ::poll(&readable, 1, static_cast<int>(std::max<std::int64_t>(0, left.count())));
+    if (ready < 0 && errno == EINTR) continue;
+    status = try_reap(pid);
+    break;
   }
+  ::close(pidfd);
+  return status;
 }
 
 std::string describe_exit(pid_t pid, int status) {

@@ -36,7 +36,12 @@ Child spawn_child(const ChildSpec& spec);
 /// nullopt while it runs. A child already reaped elsewhere counts as status 0.
 std::optional<int> try_reap(pid_t pid);
 
-/// try_reap() every 5 ms for up to `timeout`, blocking the thread.
+/// A pidfd of `pid` (close-on-exec; readable once it exits), or -1 with
+/// errno set. The caller owns it.
+int open_pidfd(pid_t pid) noexcept;
+
+/// Waits up to `timeout` for the child to exit and reaps it, blocking the
+/// thread (on its pidfd: no polling); nullopt if it still runs.
 std::optional<int> wait_child(pid_t pid, std::chrono::milliseconds timeout);
 
 /// "harnessd (pid 12) exited with status 1", "... was killed by signal 9".
