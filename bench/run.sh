@@ -108,6 +108,13 @@ start_server() {
       "${SERVER_CPU[@]}" "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
         --session-root "$OUT/sessions" --threads 1 2>>"$OUT/harnessd.log" &
       ;;
+    harnessd-pg)
+      # The postgres store on one local PostgreSQL with default settings
+      # (bench/pg_for_bench.py), both pinned to core 0 like the jsonl store's
+      # disk work.
+      "${SERVER_CPU[@]}" "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
+        --store postgres --postgres-url "$PG_URL" --threads 1 2>>"$OUT/harnessd.log" &
+      ;;
     harnessd-t2)
       # Two I/O threads, not pinned: how the design scales with cores.
       "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
@@ -192,6 +199,21 @@ RETRIES=0
 # server transport pairs; the floor speaks TCP only
 PAIRS=("harnessd tcp" "harnessd ws" "harnessd-jsonl tcp" "harnessd-jsonl ws" "harnessd-t2 tcp"
   "node tcp" "node ws" "floor tcp" "floor-batch tcp")
+# The postgres columns, when PostgreSQL is installed (scripts/install-deps.sh).
+PG_URL=""
+if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+  log "starting a private PostgreSQL (default settings) for the postgres columns"
+  exec 8> >("${SERVER_CPU[@]}" python3 "$ROOT/bench/pg_for_bench.py" "$OUT/pg-url" >>"$OUT/postgres.log" 2>&1)
+  for _ in $(seq 600); do [[ -s $OUT/pg-url ]] && break; sleep 0.1; done
+  if [[ -s $OUT/pg-url ]]; then
+    PG_URL=$(cat "$OUT/pg-url")
+    PAIRS+=("harnessd-pg tcp" "harnessd-pg ws")
+  else
+    log "warning: PostgreSQL did not start (see $OUT/postgres.log); no postgres columns"
+  fi
+else
+  log "warning: PostgreSQL is not installed; no postgres columns"
+fi
 started=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for pair in "${PAIRS[@]}"; do
@@ -380,7 +402,9 @@ w(f"- server pinned to core 0, client to core 1 (`taskset`): {os.environ['BENCH_
 w(f"- load average (1/5/15 min): {os.environ['BENCH_LOAD']}; the bench alone keeps about 2 busy at the end, "
   "more means other work shared the two cores and the figures are noisier")
 w(f"- harnessd: `--threads 1 --store memory` (column *memory*); `--threads 1` with the default durable jsonl "
-  "store on this machine's disk, `--sync turn` (column *jsonl*, what users run); `--threads 2 --store memory`, "
+  "store on this machine's disk, `--sync turn` (column *jsonl*, what users run); `--threads 1 --store postgres` "
+  "on a local PostgreSQL with default settings, also pinned to core 0 (column *postgres*, one node); "
+  "`--threads 2 --store memory`, "
   "not pinned (column *2 threads*); peers: `bench/peers/node-reference/server.mjs`, "
   "`bench/peers/floor/server.mjs` (per-frame writes, and `--batch`: one write per turn)")
 w("")
@@ -410,19 +434,22 @@ all_fail = [(key, c) for key, c in cells.items() if c is None or not c.get("pass
 # ---- TCP ----
 w("## TCP (NDJSON): notifications/s")
 w("")
-w("| N | K | S | harnessd memory | harnessd jsonl | jsonl/memory | harnessd 2 threads | node | floor | floor --batch | "
+w("| N | K | S | harnessd memory | harnessd jsonl | jsonl/memory | harnessd postgres | postgres/jsonl | "
+  "harnessd 2 threads | node | floor | floor --batch | "
   "memory/node | jsonl/node | memory/floor-batch | frames/write | writes/notif. | memory CPU ms/1k notif. | "
   "jsonl CPU ms/1k notif. | memory peak RSS |")
-w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (n, k, s) in keys:
     h = get("harnessd", "tcp", n, k, s)
     hj = get("harnessd-jsonl", "tcp", n, k, s)
+    hp = get("harnessd-pg", "tcp", n, k, s)
     h2 = get("harnessd-t2", "tcp", n, k, s)
     nd = get("node", "tcp", n, k, s)
     fl = get("floor", "tcp", n, k, s)
     fb = get("floor-batch", "tcp", n, k, s)
     rss = "—" if h is None or h.get("server_peak_rss_kib") is None else f"{h['server_peak_rss_kib']/1024:.0f} MiB"
-    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(hj)} | {fmt_ratio(hj, h, pct=True)} | {nps(h2)} | {nps(nd)} | {nps(fl)} | "
+    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(hj)} | {fmt_ratio(hj, h, pct=True)} | {nps(hp)} | "
+      f"{fmt_ratio(hp, hj, pct=True)} | {nps(h2)} | {nps(nd)} | {nps(fl)} | "
       f"{nps(fb)} | {fmt_ratio(h, nd)} | {fmt_ratio(hj, nd)} | "
       f"{fmt_ratio(h, fb, pct=True)} | {num(h, 'frames_per_write', '{:.1f}')} | "
       f"{num(h, 'writes_per_notification', '{:.4f}')} | {num(h, 'server_cpu_ms_per_1k_notifications', '{:.2f}')} | "
@@ -432,16 +459,19 @@ w("")
 # ---- WS ----
 w("## WebSocket: notifications/s")
 w("")
-w("| N | K | S | harnessd memory | harnessd jsonl | jsonl/memory | node | memory/node | jsonl/node | "
+w("| N | K | S | harnessd memory | harnessd jsonl | jsonl/memory | harnessd postgres | postgres/jsonl | node | "
+  "memory/node | jsonl/node | "
   "memory/floor-batch (TCP) | frames/write | writes/notif. | harnessd CPU ms/1k notif. | harnessd peak RSS |")
-w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (n, k, s) in keys:
     h = get("harnessd", "ws", n, k, s)
     hj = get("harnessd-jsonl", "ws", n, k, s)
+    hp = get("harnessd-pg", "ws", n, k, s)
     nd = get("node", "ws", n, k, s)
     fb = get("floor-batch", "tcp", n, k, s)
     rss = "—" if h is None or h.get("server_peak_rss_kib") is None else f"{h['server_peak_rss_kib']/1024:.0f} MiB"
-    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(hj)} | {fmt_ratio(hj, h, pct=True)} | {nps(nd)} | {fmt_ratio(h, nd)} | "
+    w(f"| {n} | {k} | {s} | {nps(h)} | {nps(hj)} | {fmt_ratio(hj, h, pct=True)} | {nps(hp)} | "
+      f"{fmt_ratio(hp, hj, pct=True)} | {nps(nd)} | {fmt_ratio(h, nd)} | "
       f"{fmt_ratio(hj, nd)} | {fmt_ratio(h, fb, pct=True)} | "
       f"{num(h, 'frames_per_write', '{:.1f}')} | {num(h, 'writes_per_notification', '{:.4f}')} | "
       f"{num(h, 'server_cpu_ms_per_1k_notifications', '{:.2f}')} | {rss} |")
@@ -548,7 +578,8 @@ w("")
 w("| server | transport | N | K | S | prompts/s | notif./s | MB/s | first p50 µs | first p99 µs | resp. p50 µs | "
   "resp. p99 µs | server CPU s | CPU ms/1k notif. | client CPU s | other (cores) | peak RSS MiB | errors | failures |")
 w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-order = {"harnessd": 0, "harnessd-jsonl": 1, "harnessd-t2": 2, "node": 3, "floor": 4, "floor-batch": 5}
+order = {"harnessd": 0, "harnessd-jsonl": 1, "harnessd-pg": 2, "harnessd-t2": 3, "node": 4, "floor": 5,
+         "floor-batch": 6}
 for key in sorted(cells, key=lambda t: (t[1], order.get(t[0], 9), t[2], t[3], t[4])):
     server, transport, n, k, s = key
     c = cells[key]
@@ -584,6 +615,15 @@ for transport in ("tcp", "ws"):
         r = hj["notifications_per_s"] / h["notifications_per_s"]
         w(f"- jsonl ≥{want:.0%} of memory, {transport.upper()} N={n} K={k} S={s}: " + verdict(
             r >= want, f"{r:.0%} ({fmt_rate(hj['notifications_per_s'])}/s vs {fmt_rate(h['notifications_per_s'])}/s)", h, hj))
+for transport in ("tcp", "ws"):
+    for (n, k, s) in keys:
+        hj, hp = get("harnessd-jsonl", transport, n, k, s), get("harnessd-pg", transport, n, k, s)
+        if n < 100 or k < 100 or not hj or not hp or not hj.get("notifications_per_s"):
+            continue
+        r = hp["notifications_per_s"] / hj["notifications_per_s"]
+        w(f"- postgres ≥50% of jsonl, {transport.upper()} N={n} K={k} S={s}: " + verdict(
+            r >= 0.5, f"{r:.0%} ({fmt_rate(hp['notifications_per_s'])}/s vs {fmt_rate(hj['notifications_per_s'])}/s)",
+            hj, hp))
 below = []
 for (server, transport, n, k, s), c in cells.items():
     if server not in ("harnessd", "harnessd-jsonl") or c is None:

@@ -89,6 +89,10 @@ class SessionRegistry {
   tools::ToolRegistry& tools() noexcept { return tools_; }
   const tools::ToolRegistry& tools() const noexcept { return tools_; }
   tools::ToolPool& tool_pool() noexcept { return tool_pool_; }
+  /// Where a turn does its short reads before the first request (the
+  /// AGENTS.md chain): a thread of its own, so a turn never starts behind
+  /// other sessions' long tool calls.
+  tools::ToolPool& setup_pool() noexcept { return setup_pool_; }
 
  private:
   std::shared_ptr<Session> make_session(std::string id, std::optional<std::string> parent, int depth);
@@ -104,6 +108,7 @@ class SessionRegistry {
   std::atomic<std::uint64_t> evicted_{0};
   tools::ToolRegistry tools_;
   tools::ToolPool tool_pool_;
+  tools::ToolPool setup_pool_;
 };
 
 using protocol::max_session_id_bytes;

@@ -424,7 +424,7 @@ class TurnRun final : public llm::ChunkSink {
     run.result.text = util::valid_utf8(run.result.text);
   }
 
-  /// Reads the AGENTS.md chain of the session's workspace (on the tool
+  /// Reads the AGENTS.md chain of the session's workspace (on the setup
   /// pool) for this turn's requests; a file seen for the first time in the
   /// session, or changed since, is logged as context/message.
   asio::awaitable<void> load_instructions() {
@@ -437,7 +437,7 @@ class TurnRun final : public llm::ChunkSink {
         files = read_instruction_chain(instructions_root(cwd, root), cwd);
         return tools::ToolResult{};
       };
-      co_await session_.registry().tool_pool().run(std::move(read));
+      co_await session_.registry().setup_pool().run(std::move(read));
     } catch (const std::exception&) {
       files.clear();  // unreadable instructions are no instructions
     }
