@@ -468,6 +468,27 @@ asio::awaitable<protocol::UnsubscribeResult> unsubscribe(ClientState& client, pr
   co_return protocol::UnsubscribeResult{.unsubscribed = true};
 }
 
+/// session/delete: an idle session and its log go; the id is free for a
+/// new session afterwards.
+asio::awaitable<protocol::DeleteResult> delete_session(ClientState& client, protocol::DeleteParams p) {
+  const std::string id = store_id(client, p.session_id);
+  harness::SessionRegistry& sessions = client.context.sessions;
+  if (sessions.detach(id) == harness::SessionRegistry::Detach::busy) {
+    throw RpcError(ErrorCode::session_busy, "session already has an active prompt: " + p.session_id,
+                   json::object{{"sessionId", p.session_id}});
+  }
+  bool removed = false;
+  try {
+    removed = co_await sessions.store().remove(id);
+  } catch (const store::LeaseHeld& held) {
+    throw RpcError(ErrorCode::session_busy,
+                   "session already has an active prompt on node " + held.node() + ": " + p.session_id,
+                   json::object{{"sessionId", p.session_id}, {"node", held.node()}});
+  }
+  if (!removed) unknown_session(p.session_id);
+  co_return protocol::DeleteResult{.deleted = true};
+}
+
 protocol::ToolsListResult tools_list(ClientState& client, protocol::ToolsListParams) {
   protocol::ToolsListResult result;
   // A client's sessions are top-level: subagent is on offer unless
@@ -548,6 +569,9 @@ constexpr MethodSpec table[] = {
     {.method = Method::session_answer,
      .requires_initialize = true,
      .invoke = &invoke<protocol::AnswerParams, &answer>},
+    {.method = Method::session_delete,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::DeleteParams, &delete_session>},
 };
 
 constexpr bool table_in_method_order() {

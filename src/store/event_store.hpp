@@ -143,6 +143,12 @@ class EventStore {
                                                                        std::size_t limit,
                                                                        std::size_t max_bytes) = 0;
 
+  /// Removes a session's log and its session/list entry (session/delete).
+  /// False when the store has no such session. The caller makes sure no
+  /// turn of it runs here and its log is closed; a shared store throws
+  /// LeaseHeld when another live node runs a turn of it. Thread-safe.
+  virtual boost::asio::awaitable<bool> remove(std::string id) = 0;
+
   /// "jsonl", "memory" or "postgres", for logs and /healthz.
   virtual std::string_view kind() const = 0;
 

@@ -42,6 +42,7 @@ class PostgresStore final : public EventStore {
   std::string_view kind() const override { return "postgres"; }
   std::size_t open_logs() const override;
   bool shared() const override { return true; }
+  boost::asio::awaitable<bool> remove(std::string id) override;
   boost::asio::awaitable<bool> forward_cancel(std::string session_id) override;
   void on_forwarded_cancel(std::function<void(const std::string&)> handler) override;
   boost::asio::awaitable<bool> forward_decision(std::string session_id, std::string message) override;
