@@ -1052,6 +1052,26 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
   std::filesystem::remove_all(root);
 }
 
+TEST_CASE("client: session/delete against a real harnessd, typed") {
+  NetworkDaemon daemon("tcp", {"--store", "memory"});
+  std::unique_ptr<BlockingClient> client = BlockingClient::connect(daemon.url());
+  REQUIRE(client->initialize().get().supports("session/delete"));
+  CHECK(client->session_prompt("D", "hello").get().status == protocol::TurnStatus::ok);
+  CHECK(client->session_delete("D").get().deleted);
+  const protocol::ListResult list = client->session_list().get();
+  CHECK(std::none_of(list.sessions.begin(), list.sessions.end(),
+                     [](const protocol::SessionSummary& s) { return s.session_id == "D"; }));
+  try {
+    client->session_delete("D").get();
+    FAIL("a second session/delete succeeded");
+  } catch (const RpcError& e) {
+    CHECK(e.code() == -32602);
+    CHECK(std::string(e.what()) == "unknown session: D");
+    CHECK(e.data() == json::parse(R"({"sessionId":"D"})"));
+  }
+  client->close().get();
+}
+
 TEST_CASE("client: a tls:// URL on a plain NDJSON port fails its handshake with a ClientError") {
   NetworkDaemon daemon("tcp");
   std::string url = daemon.url();
