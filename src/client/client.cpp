@@ -78,10 +78,6 @@ void throw_malformed_result(std::string_view method, const std::exception& probl
                       "): " + excerpt(json::serialize(result)));
 }
 
-}  // namespace detail
-
-namespace detail {
-
 /// Shared by the Client handle, its reader and writer coroutines and its
 /// Subscriptions (weakly). Everything but the atomics is executor-confined.
 class ClientCore : public std::enable_shared_from_this<ClientCore> {

@@ -2,6 +2,7 @@
 
 #include "harnessd/rpc/error_code.hpp"
 #include "protocol/json_read.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
@@ -379,7 +380,10 @@ std::string to_json_text(const EventsResult& result) {
 void tag_invoke(json::value_from_tag, json::value& out, const EventsResult& result) {
   json::array events;
   events.reserve(result.events.size());
-  for (const std::string& event : result.events) events.push_back(json::parse(event));
+  // Log lines may nest deeper than client input (util/json_limits.hpp).
+  for (const std::string& event : result.events) {
+    events.push_back(json::parse(event, {}, util::log_parse_options()));
+  }
   out = json::object{{"events", std::move(events)}, {"lastSeq", result.last_seq}, {"more", result.more}};
 }
 
