@@ -6,6 +6,7 @@
 #include "store/jsonl_store.hpp"
 #include "tools/workspace.hpp"
 #include "harnessd/protocol/turn_end.hpp"
+#include "llm/model_catalog.hpp"
 #include "llm/provider.hpp"
 #include "harnessd/protocol/messages.hpp"
 #include "harnessd/rpc/error_code.hpp"
@@ -90,6 +91,15 @@ std::optional<std::string> session_workspace(const ClientState& client, std::str
   return (workspace_root_of(client) / name).string();
 }
 
+/// A session's window when initialize sets none: the provider profile's for
+/// the model, --context-window, the catalog's, then 128,000 tokens.
+std::int64_t default_context_window(const ServerContext& context, const llm::Provider& provider,
+                                    std::string_view model) {
+  if (std::optional<std::int64_t> configured = provider.context_window(model)) return *configured;
+  if (context.config.context_window) return *context.config.context_window;
+  return llm::catalog_context_window(model).value_or(128'000);
+}
+
 protocol::InitializeResult initialize(ClientState& client, protocol::InitializeParams p) {
   if (client.initialized) throw RpcError(ErrorCode::invalid_request, "already initialized");
   ServerContext& context = client.context;
@@ -123,7 +133,7 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
   client.model = p.model.value_or(provider->default_model());
   client.max_tokens = p.max_tokens;
   client.on_disconnect = p.on_disconnect;
-  client.context_window = p.context_window.value_or(context.config.context_window);
+  client.context_window = p.context_window ? *p.context_window : default_context_window(context, *provider, client.model);
   client.settings = llm::ModelSettings{.thinking = p.thinking,
                                        .reasoning_effort = p.reasoning_effort,
                                        .temperature = p.temperature,
@@ -211,11 +221,11 @@ asio::awaitable<protocol::CancelResult> cancel(ClientState& client, protocol::Ca
   const std::string id = store_id(client, p.session_id);
   std::shared_ptr<harness::Session> session = client.context.sessions.find(id);
   bool cancelled = session && session->cancel("cancelled", nullptr);
-  store::EventStore& store = client.context.sessions.store();
-  if (!cancelled && store.shared()) {
+  store::Coordination* nodes = client.context.sessions.store().coordination();
+  if (!cancelled && nodes != nullptr) {
     // The turn may run on another node: that node hears it from the store.
     try {
-      cancelled = co_await store.forward_cancel(id);
+      cancelled = co_await nodes->forward_cancel(id);
     } catch (const std::system_error& e) {
       spdlog::warn("session/cancel of {}: not forwarded: {}", p.session_id, e.what());
     }
@@ -244,7 +254,7 @@ asio::awaitable<protocol::DecisionResult> decide(ClientState& client, Reply repl
   if (std::shared_ptr<harness::Session> session = sessions.find(reply.session_id)) {
     resolution = co_await asio::co_spawn(session->strand(), resolve_here(session, reply), asio::use_awaitable);
   }
-  if (resolution.status == Status::not_pending && sessions.store().shared()) {
+  if (resolution.status == Status::not_pending && sessions.store().coordination() != nullptr) {
     rpc::EventEnvelope wire = rpc::session_event_envelope(shown_id(client.context, reply.session_id));
     harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
     const bool forwarded = co_await forward_decision(sessions, std::move(reply), std::move(envelope));
@@ -377,7 +387,7 @@ asio::awaitable<std::optional<std::int64_t>> attach(const ServerContext& context
   std::optional<std::int64_t> last_seq;
   if (!loaded) co_return last_seq;
   // Another node may have logged more since this one loaded the session.
-  if (session->registry().store().shared()) {
+  if (session->registry().store().coordination() != nullptr) {
     rpc::EventEnvelope wire = rpc::session_event_envelope(shown_id(context, session->id()));
     harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
     co_await session->catch_up(std::move(envelope));
