@@ -99,6 +99,12 @@ SessionRegistry::Detach SessionRegistry::detach(std::string_view id) {
   return Detach::detached;
 }
 
+void SessionRegistry::forget(const std::shared_ptr<Session>& session) {
+  std::lock_guard lock(mutex_);
+  auto it = sessions_.find(session->id());
+  if (it != sessions_.end() && it->second == session) sessions_.erase(it);
+}
+
 std::size_t SessionRegistry::evict_idle() {
   std::vector<std::shared_ptr<Session>> evicted;
   {

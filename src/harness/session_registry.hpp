@@ -77,6 +77,10 @@ class SessionRegistry {
   /// freed (its log closed) with the last reference.
   Detach detach(std::string_view id);
 
+  /// Drops `session` from the registry if it still stands for its id (its
+  /// store copy is gone: the next prompt of the id starts afresh).
+  void forget(const std::shared_ptr<Session>& session);
+
   /// Evicts sessions idle for longer than the idle limit, then, while more
   /// than max_open_logs are loaded, the least recently used idle ones. A
   /// session is idle when nothing but the registry refers to it. Returns

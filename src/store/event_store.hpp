@@ -83,8 +83,9 @@ class SessionLog {
   /// the lease (a subscribe on a node where the session does not run).
   virtual boost::asio::awaitable<CatchUp> catch_up() { co_return CatchUp{}; }
   /// A turn starts: a shared store takes the session's lease here (throws
-  /// LeaseHeld when another live node has it) and returns what the session
-  /// has not seen. Open turns found then are the caller's to close.
+  /// LeaseHeld when another live node has it, SessionGone when another node
+  /// deleted the session) and returns what the session has not seen. Open
+  /// turns found then are the caller's to close.
   virtual boost::asio::awaitable<CatchUp> begin_turn() { co_return CatchUp{}; }
   /// After the turn settled (also after it failed): gives the lease back.
   /// Never throws.
@@ -108,6 +109,14 @@ class LeaseHeld : public std::runtime_error {
  private:
   std::string session_id_;
   std::string node_;
+};
+
+/// A turn found its session deleted from a store several nodes share
+/// (session/delete on another node): this node's copy of it is stale.
+class SessionGone : public std::runtime_error {
+ public:
+  explicit SessionGone(const std::string& session_id)
+      : std::runtime_error("session " + session_id + " was deleted") {}
 };
 
 /// A page of one session's log (session/events): its lines as stored.

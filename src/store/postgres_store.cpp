@@ -566,6 +566,9 @@ class PostgresLog final : public SessionLog {
     const std::vector<Result> results = co_await conn->run(take);
     const Result& taken = checked(results[0], "taking the session lease");
     if (taken.rows.empty()) {
+      const Statement exists{"SELECT 1 FROM harnessd_sessions WHERE id = $1", {id_}};
+      const Result found = co_await conn->run(exists);
+      if (checked(found, "reading the session").rows.empty()) throw SessionGone(id_);
       state_->leases_refused.fetch_add(1);
       const Result& owner = checked(results[1], "reading the session lease");
       std::string node = owner.rows.empty() || !owner.rows[0][0] ? std::string("(expired)") : *owner.rows[0][0];
