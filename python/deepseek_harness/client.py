@@ -50,6 +50,7 @@ from .models import (
     JsonObject,
     Notification,
     QuestionAnswer,
+    SessionDeleteResponse,
     SessionEventsResponse,
     SessionInfo,
     SessionListResponse,
@@ -885,6 +886,17 @@ class HarnessClient:
             subscription.unsubscribed = unsubscribed
             subscription._local_close()
         return unsubscribed
+
+    def session_delete(self, session_id: str, *, timeout_seconds: float | None = None) -> bool:
+        """Remove an idle session and its log (harnessd's ``session/delete``,
+        an addition); its id then starts a new session. True when deleted.
+        A session whose turn runs raises
+        :class:`~deepseek_harness.errors.SessionBusyError`; one without a log
+        :class:`~deepseek_harness.errors.InvalidParamsError` whose
+        ``session_id`` is set."""
+
+        return self.request("session/delete", {"sessionId": session_id}, response_model=SessionDeleteResponse,
+                            timeout_seconds=timeout_seconds).deleted
 
     def _unsubscribe(self, session_id: str, timeout_seconds: float | None) -> bool:
         return self.request("session/unsubscribe", {"sessionId": session_id},

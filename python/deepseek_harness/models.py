@@ -30,6 +30,7 @@ __all__ = [
     "SessionEventsResponse",
     "SessionSubscribeResponse",
     "SessionUnsubscribeResponse",
+    "SessionDeleteResponse",
     "ToolInfo",
     "ToolsListResponse",
     "ApprovalRequest",
@@ -288,7 +289,8 @@ class SessionPromptResponse(BaseModel):
 # ---------------------------------------------------------------- harnessd's session store
 #
 # Results of harnessd's extensions session/list, session/events,
-# session/subscribe and session/unsubscribe (docs/protocol.md §4.7-4.10).
+# session/subscribe, session/unsubscribe (docs/protocol.md §4.7-4.10) and
+# session/delete (§4.13).
 # Their fields are snake_case; the wire's camelCase keys are aliases.
 
 
@@ -374,6 +376,13 @@ class SessionUnsubscribeResponse(BaseModel):
 
     _fields = {"unsubscribed": (_bool, _MISSING)}
     unsubscribed: bool
+
+
+class SessionDeleteResponse(BaseModel):
+    """Result of ``session/delete``: the session and its log are gone."""
+
+    _fields = {"deleted": (_bool, _MISSING)}
+    deleted: bool
 
 
 # ---------------------------------------------------------------- harnessd's tools

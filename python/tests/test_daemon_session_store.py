@@ -129,6 +129,34 @@ def test_daemon_session_list(harness, session_root):
         assert str(info.value) == message
 
 
+# ----------------------------------------------------------------- session/delete
+
+
+def test_daemon_session_delete(harness, session_root):
+    client = harness.client
+    assert harness.run("hi", session_id="doomed").status == "ok"
+    assert (session_root / "doomed.jsonl").is_file()
+    assert client.session_delete("doomed") is True
+    assert not (session_root / "doomed.jsonl").exists()
+    assert "doomed" not in [s.session_id for s in client.iter_sessions()]
+    with pytest.raises(InvalidParamsError) as info:
+        client.session_delete("doomed")
+    assert (str(info.value), info.value.session_id) == ("unknown session: doomed", "doomed")
+    # The id is free again: a new session from seq 0.
+    again = harness.run("hi again", session_id="doomed")
+    assert again.events[0]["seq"] == 0 and again.events[0]["data"]["turn"] == 0
+
+
+def test_daemon_session_delete_of_a_running_session_is_busy(harness):
+    thread, outcome, _ = start_turn(harness, "running")
+    with pytest.raises(SessionBusyError) as info:
+        harness.client.session_delete("running")
+    assert info.value.session_id == "running"
+    assert harness.client.session_cancel("running")
+    thread.join(30)
+    assert outcome["result"].status == "aborted"
+
+
 def test_daemon_session_list_reads_an_earlier_daemons_logs(harnessd_bin, tmp_path, session_root):
     def harness():
         return DeepSeekHarness(provider="scripted", runtime_bin=str(harnessd_bin), cwd=str(tmp_path),

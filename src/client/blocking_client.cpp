@@ -53,15 +53,15 @@ std::unique_ptr<BlockingClient> BlockingClient::connect(std::string url, Connect
   return self;
 }
 
-std::future<InitializeResult> BlockingClient::initialize(InitializeOptions options) {
-  return asio::co_spawn(io_, client_->initialize(std::move(options)), asio::use_future);
+std::future<protocol::InitializeResult> BlockingClient::initialize(protocol::InitializeParams params) {
+  return asio::co_spawn(io_, client_->initialize(std::move(params)), asio::use_future);
 }
 
 std::future<json::value> BlockingClient::request(std::string method, json::value params) {
   return asio::co_spawn(io_, client_->request(std::move(method), std::move(params)), asio::use_future);
 }
 
-std::future<SessionPromptResponse> BlockingClient::session_prompt(std::string session_id, std::string text) {
+std::future<protocol::PromptResult> BlockingClient::session_prompt(std::string session_id, std::string text) {
   return asio::co_spawn(io_, client_->session_prompt(std::move(session_id), std::move(text)), asio::use_future);
 }
 
@@ -86,13 +86,17 @@ std::future<protocol::DecisionResult> BlockingClient::session_answer(std::string
 
 std::future<void> BlockingClient::shutdown() { return asio::co_spawn(io_, client_->shutdown(), asio::use_future); }
 
-std::future<SessionList> BlockingClient::session_list(SessionListOptions options) {
-  return asio::co_spawn(io_, client_->session_list(std::move(options)), asio::use_future);
+std::future<protocol::ListResult> BlockingClient::session_list(protocol::ListParams params) {
+  return asio::co_spawn(io_, client_->session_list(std::move(params)), asio::use_future);
 }
 
-std::future<SessionEvents> BlockingClient::session_events(std::string session_id, std::int64_t after_seq,
-                                                          std::int64_t limit) {
+std::future<protocol::EventsResult> BlockingClient::session_events(std::string session_id, std::int64_t after_seq,
+                                                                   std::int64_t limit) {
   return asio::co_spawn(io_, client_->session_events(std::move(session_id), after_seq, limit), asio::use_future);
+}
+
+std::future<protocol::DeleteResult> BlockingClient::session_delete(std::string session_id) {
+  return asio::co_spawn(io_, client_->session_delete(std::move(session_id)), asio::use_future);
 }
 
 std::future<SessionSubscription> BlockingClient::session_subscribe(std::string session_id,

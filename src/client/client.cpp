@@ -4,6 +4,8 @@
 // the client's executor.
 #include "harnessd/client/client.hpp"
 
+#include "harnessd/protocol/notifications.hpp"
+#include "harnessd/rpc/codec.hpp"
 #include "util/wakeup.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -31,19 +33,12 @@ namespace json = boost::json;
 
 namespace {
 
-// GCC 12: names and frames are built in named locals, never as temporaries
-// inside a co_await expression.
-constexpr std::string_view initialize_method = "initialize";
-constexpr std::string_view prompt_method = "session/prompt";
-constexpr std::string_view cancel_method = "session/cancel";
-constexpr std::string_view approve_method = "session/approve";
-constexpr std::string_view answer_method = "session/answer";
-constexpr std::string_view shutdown_method = "shutdown";
-constexpr std::string_view list_method = "session/list";
-constexpr std::string_view events_method = "session/events";
-constexpr std::string_view subscribe_method = "session/subscribe";
-constexpr std::string_view unsubscribe_method = "session/unsubscribe";
-constexpr std::string_view tools_list_method = "tools/list";
+using protocol::Method;
+
+/// A method's name as a request carries it. GCC 12: names and frames are
+/// built in named locals (this returns one), never as temporaries inside a
+/// co_await expression.
+std::string method_name(Method method) { return std::string(protocol::name_of(method)); }
 
 const json::string* string_field(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);
@@ -63,40 +58,11 @@ std::string excerpt(std::string_view frame) {
   return frame.size() <= max ? std::string(frame) : std::string(frame.substr(0, max)) + "...";
 }
 
-const json::object& result_object(const json::value& result, std::string_view method) {
-  if (!result.is_object()) {
-    throw ProtocolError(std::string(method) + " result is not an object: " + excerpt(json::serialize(result)));
-  }
-  return result.get_object();
-}
-
-/// An integer field (a double such as 1.0 is not one); throws ProtocolError.
-std::int64_t int_field(const json::object& obj, std::string_view key, std::string_view what,
-                       const json::value& whole) {
-  const json::value* v = obj.if_contains(key);
-  if (v != nullptr && v->is_int64()) return v->get_int64();
-  if (v != nullptr && v->is_uint64() &&
-      v->get_uint64() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-    return static_cast<std::int64_t>(v->get_uint64());
-  }
-  throw ProtocolError(std::string(what) + " has no integer " + std::string(key) + ": " +
-                      excerpt(json::serialize(whole)));
-}
-
-bool bool_field(const json::object& obj, std::string_view key, std::string_view what, const json::value& whole) {
-  const json::value* v = obj.if_contains(key);
-  if (v == nullptr || !v->is_bool()) {
-    throw ProtocolError(std::string(what) + " has no boolean " + std::string(key) + ": " +
-                        excerpt(json::serialize(whole)));
-  }
-  return v->get_bool();
-}
-
 /// session.event notifications of exactly `session_id`: what a
 /// session/subscribe subscription delivers.
 NotificationHandler only_events_of(std::string session_id, NotificationHandler handler) {
   return [session_id = std::move(session_id), handler = std::move(handler)](const Notification& n) {
-    if (n.method != "session.event") return;
+    if (n.method != protocol::session_event_method) return;
     const json::string* sid = string_field(n.params, "sessionId");
     if (sid == nullptr || *sid != session_id) return;
     handler(n);
@@ -105,122 +71,12 @@ NotificationHandler only_events_of(std::string session_id, NotificationHandler h
 
 }  // namespace
 
-bool InitializeResult::supports(std::string_view method) const {
-  return std::find(methods.begin(), methods.end(), method) != methods.end();
-}
-
-SessionList parse_session_list_result(const json::value& result) {
-  constexpr std::string_view what = "session/list result";
-  const json::object& obj = result_object(result, "session/list");
-  const json::value* sessions = obj.if_contains("sessions");
-  if (sessions == nullptr || !sessions->is_array()) {
-    throw ProtocolError("session/list result has no sessions array: " + excerpt(json::serialize(result)));
-  }
-  SessionList out;
-  out.sessions.reserve(sessions->get_array().size());
-  for (const json::value& entry : sessions->get_array()) {
-    const json::object* e = entry.if_object();
-    const json::string* id = e != nullptr ? string_field(*e, "sessionId") : nullptr;
-    if (id == nullptr) {
-      throw ProtocolError("session/list entry without a string sessionId: " + excerpt(json::serialize(entry)));
-    }
-    SessionSummary summary;
-    summary.session_id = std::string(*id);
-    summary.created_at = int_field(*e, "createdAt", "session/list entry", entry);
-    summary.updated_at = int_field(*e, "updatedAt", "session/list entry", entry);
-    summary.last_seq = int_field(*e, "lastSeq", "session/list entry", entry);
-    summary.turns = int_field(*e, "turns", "session/list entry", entry);
-    summary.running = bool_field(*e, "running", "session/list entry", entry);
-    if (const json::value* parent = e->if_contains("parentSessionId"); parent != nullptr && !parent->is_null()) {
-      if (!parent->is_string()) {
-        throw ProtocolError("session/list entry with a parentSessionId that is not a string: " +
-                            excerpt(json::serialize(entry)));
-      }
-      summary.parent_session_id = std::string(parent->get_string());
-    }
-    summary.raw = *e;
-    out.sessions.push_back(std::move(summary));
-  }
-  if (const json::value* cursor = obj.if_contains("nextCursor"); cursor != nullptr && !cursor->is_null()) {
-    if (!cursor->is_string()) {
-      throw ProtocolError(std::string(what) + " has a nextCursor that is not a string: " +
-                          excerpt(json::serialize(result)));
-    }
-    out.next_cursor = std::string(cursor->get_string());
-  }
-  return out;
-}
-
-protocol::ToolsListResult parse_tools_list_result(const json::value& result) {
-  const json::object& obj = result_object(result, "tools/list");
-  const json::value* tools = obj.if_contains("tools");
-  if (tools == nullptr || !tools->is_array()) {
-    throw ProtocolError("tools/list result has no tools array: " + excerpt(json::serialize(result)));
-  }
-  protocol::ToolsListResult out;
-  out.tools.reserve(tools->get_array().size());
-  for (const json::value& entry : tools->get_array()) {
-    const json::object* e = entry.if_object();
-    const json::string* name = e != nullptr ? string_field(*e, "name") : nullptr;
-    const json::value* schema = e != nullptr ? e->if_contains("inputSchema") : nullptr;
-    if (name == nullptr || schema == nullptr || !schema->is_object()) {
-      throw ProtocolError("tools/list entry without a string name and an inputSchema object: " +
-                          excerpt(json::serialize(entry)));
-    }
-    protocol::ToolInfo tool;
-    tool.name = std::string(*name);
-    if (const json::string* description = string_field(*e, "description")) tool.description = *description;
-    tool.input_schema = schema->get_object();
-    tool.read_only = bool_field(*e, "readOnly", "tools/list entry", entry);
-    const json::string* source = string_field(*e, "source");
-    tool.source = source != nullptr ? std::string(*source) : "builtin";
-    out.tools.push_back(std::move(tool));
-  }
-  return out;
-}
-
-SessionEvents parse_session_events_result(const json::value& result) {
-  constexpr std::string_view what = "session/events result";
-  const json::object& obj = result_object(result, "session/events");
-  const json::value* events = obj.if_contains("events");
-  if (events == nullptr || !events->is_array()) {
-    throw ProtocolError("session/events result has no events array: " + excerpt(json::serialize(result)));
-  }
-  SessionEvents out;
-  out.events.reserve(events->get_array().size());
-  for (const json::value& event : events->get_array()) {
-    const json::object* e = event.if_object();
-    if (e == nullptr || string_field(*e, "type") == nullptr) {
-      throw ProtocolError("session/events event is not an object with a string type: " +
-                          excerpt(json::serialize(event)));
-    }
-    int_field(*e, "seq", "session/events event", event);
-    out.events.push_back(*e);
-  }
-  out.last_seq = int_field(obj, "lastSeq", what, result);
-  out.more = bool_field(obj, "more", what, result);
-  return out;
-}
-
-SessionPromptResponse parse_session_prompt_result(const json::value& result) {
-  if (!result.is_object()) {
-    throw ProtocolError("session/prompt result is not an object: " + excerpt(json::serialize(result)));
-  }
-  const json::object& obj = result.get_object();
-  const json::string* status = string_field(obj, "status");
-  if (status == nullptr || (*status != "ok" && *status != "error" && *status != "aborted")) {
-    throw ProtocolError("session/prompt result has no valid status (ok, error or aborted): " +
-                        excerpt(json::serialize(result)));
-  }
-  const json::value* reason = obj.if_contains("reason");
-  if (reason == nullptr || !reason->is_object() || string_field(reason->get_object(), "kind") == nullptr) {
-    throw ProtocolError("session/prompt result has no reason object with a string kind: " +
-                        excerpt(json::serialize(result)));
-  }
-  return SessionPromptResponse{std::string(*status), reason->get_object()};
-}
-
 namespace detail {
+
+void throw_malformed_result(std::string_view method, const std::exception& problem, const json::value& result) {
+  throw ProtocolError(std::string(method) + " result is malformed (" + problem.what() +
+                      "): " + excerpt(json::serialize(result)));
+}
 
 /// Shared by the Client handle, its reader and writer coroutines and its
 /// Subscriptions (weakly). Everything but the atomics is executor-confined.
@@ -397,47 +253,78 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   }
 
   void on_frame(std::string_view frame, std::uint64_t index) {
-    json::error_code ec;
-    json::value doc = json::parse(frame, ec);
-    if (ec || !doc.is_object()) {
-      ++stats_.malformed;
-      spdlog::debug("{}: ignored a malformed frame: {}", describe_, excerpt(frame));
-      return;
-    }
-    json::object& obj = doc.get_object();
-    const bool has_id = obj.contains("id");
-    if (obj.contains("method")) {
-      if (has_id) {
-        // Directional protocol: a server request is never answered and never
-        // resolves one of our waiters, even if its id matches.
-        ++stats_.server_requests;
-        spdlog::debug("{}: ignored a request frame from the server: {}", describe_, excerpt(frame));
-        return;
+    rpc::Decoded decoded = rpc::decode_frame(frame);
+    if (auto* note = std::get_if<rpc::Notification>(&decoded)) {
+      on_notification(*note, frame, index);
+    } else if (auto* response = std::get_if<rpc::Response>(&decoded)) {
+      if (const std::shared_ptr<Pending> pending = take_pending(response->id, frame)) {
+        pending->response.result = std::move(response->result);
+        settle(*pending, frame, index);
       }
-      on_notification(obj, frame, index);
-    } else if (has_id) {
-      on_response(obj, frame, index);
+    } else if (auto* error = std::get_if<rpc::ErrorResponse>(&decoded)) {
+      if (const std::shared_ptr<Pending> pending = take_pending(error->id, frame)) {
+        pending->response.error =
+            Response::Error{static_cast<int>(error->code), std::move(error->message), std::move(error->data)};
+        settle(*pending, frame, index);
+      }
+    } else if (std::holds_alternative<rpc::Request>(decoded)) {
+      // Directional protocol: a server request is never answered and never
+      // resolves one of our waiters, even if its id matches.
+      ++stats_.server_requests;
+      spdlog::debug("{}: ignored a request frame from the server: {}", describe_, excerpt(frame));
     } else {
+      const rpc::Invalid& invalid = std::get<rpc::Invalid>(decoded);
+      // A malformed answer to one of our requests fails that request: the
+      // client never guesses what such an answer meant.
+      if (invalid.response) {
+        if (const std::shared_ptr<Pending> pending = take_pending(invalid.error.id, frame)) {
+          pending->failure = std::make_exception_ptr(ProtocolError(invalid.error.message + ": " + excerpt(frame)));
+          settle(*pending, frame, index);
+          return;
+        }
+      }
       ++stats_.malformed;
-      spdlog::debug("{}: ignored a frame without id or method: {}", describe_, excerpt(frame));
+      spdlog::debug("{}: ignored a malformed frame ({}): {}", describe_, invalid.error.message, excerpt(frame));
     }
   }
 
-  void on_notification(json::object& obj, std::string_view frame, std::uint64_t index) {
-    const json::string* method = string_field(obj, "method");
-    json::value* params = obj.if_contains("params");
-    if (method == nullptr || params == nullptr || !params->is_object()) {
+  /// The request `id` answers, removed from the table; nullptr (counted)
+  /// when nobody waits for it.
+  std::shared_ptr<Pending> take_pending(const json::value& id, std::string_view frame) {
+    const std::optional<std::int64_t> ours = our_id(id);
+    auto it = ours ? pending_.find(*ours) : pending_.end();
+    if (it == pending_.end()) {
+      ++stats_.unknown_ids;
+      spdlog::debug("{}: ignored a response nobody waits for: {}", describe_, excerpt(frame));
+      return nullptr;
+    }
+    std::shared_ptr<Pending> pending = std::move(it->second);
+    pending_.erase(it);
+    ++stats_.responses;
+    return pending;
+  }
+
+  static void settle(Pending& pending, std::string_view frame, std::uint64_t index) {
+    pending.response.raw = std::string(frame);
+    pending.response.frame_index = index;
+    pending.done = true;
+    pending.wakeup->notify();
+  }
+
+  void on_notification(rpc::Notification& note_frame, std::string_view frame, std::uint64_t index) {
+    if (!note_frame.params.is_object()) {
       ++stats_.malformed;
-      spdlog::debug("{}: ignored a malformed notification: {}", describe_, excerpt(frame));
+      spdlog::debug("{}: ignored a notification without params object: {}", describe_, excerpt(frame));
       return;
     }
+    const std::string& method = note_frame.method;
     ++stats_.notifications;
     if (subs_.empty()) return;
-    const json::object& p = params->get_object();
+    const json::object& p = note_frame.params.get_object();
     const json::string* session = string_field(p, "sessionId");
     const json::string* parent = string_field(p, "parentSessionId");
     const json::string* child = string_field(p, "childSessionId");
-    const bool started = *method == "subagent.started";
+    const bool started = method == protocol::subagent_started_method;
 
     std::optional<Notification> note;
     dispatching_ = true;
@@ -449,7 +336,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       if (started && child != nullptr && sub->follows(parent) && !sub->follows(child)) {
         sub->sessions.emplace_back(*child);
       }
-      if (!note) note = Notification{std::string(*method), p, std::string(frame), index};
+      if (!note) note = Notification{method, p, std::string(frame), index};
       try {
         sub->handler(*note);
       } catch (const std::exception& e) {
@@ -461,48 +348,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       subs_dirty_ = false;
       std::erase_if(subs_, [](const auto& s) { return !s->active; });
     }
-  }
-
-  void on_response(json::object& obj, std::string_view frame, std::uint64_t index) {
-    const std::optional<std::int64_t> id = our_id(obj.at("id"));
-    auto it = id ? pending_.find(*id) : pending_.end();
-    if (it == pending_.end()) {
-      ++stats_.unknown_ids;
-      spdlog::debug("{}: ignored a response nobody waits for: {}", describe_, excerpt(frame));
-      return;
-    }
-    std::shared_ptr<Pending> pending = std::move(it->second);
-    pending_.erase(it);
-    ++stats_.responses;
-
-    json::value* result = obj.if_contains("result");
-    json::value* error = obj.if_contains("error");
-    if ((result == nullptr) == (error == nullptr)) {
-      pending->failure = std::make_exception_ptr(ProtocolError(
-          std::string("response to request ") + std::to_string(*id) + " has " +
-          (result == nullptr ? "neither result nor error" : "both result and error") + ": " + excerpt(frame)));
-    } else if (error != nullptr) {
-      const json::object* err = error->if_object();
-      const json::value* code = err != nullptr ? err->if_contains("code") : nullptr;
-      const json::string* message = err != nullptr ? string_field(*err, "message") : nullptr;
-      if (code == nullptr || !code->is_int64() || code->get_int64() < std::numeric_limits<int>::min() ||
-          code->get_int64() > std::numeric_limits<int>::max() || message == nullptr) {
-        pending->failure = std::make_exception_ptr(
-            ProtocolError("error response without an integer code and a string message: " + excerpt(frame)));
-      } else {
-        Response::Error e;
-        e.code = static_cast<int>(code->get_int64());
-        e.message = std::string(*message);
-        if (const json::value* data = err->if_contains("data")) e.data = *data;
-        pending->response.error = std::move(e);
-      }
-    } else {
-      pending->response.result = std::move(*result);
-    }
-    pending->response.raw = std::string(frame);
-    pending->response.frame_index = index;
-    pending->done = true;
-    pending->wakeup->notify();
   }
 
   asio::any_io_executor executor_;
@@ -591,84 +436,31 @@ asio::awaitable<json::value> Client::request(std::string method, json::value par
   co_return result;
 }
 
-asio::awaitable<InitializeResult> Client::initialize(InitializeOptions options) {
-  json::object params;
-  if (options.cwd) params["cwd"] = *options.cwd;
-  if (options.provider) params["provider"] = *options.provider;
-  if (options.model) params["model"] = *options.model;
-  if (options.max_tokens) params["maxTokens"] = *options.max_tokens;
-  if (options.client_name) {
-    json::object info{{"name", *options.client_name}};
-    if (options.client_version) info["version"] = *options.client_version;
-    params["clientInfo"] = std::move(info);
-  }
-  if (options.protocol_version) params["protocolVersion"] = *options.protocol_version;
-  if (options.auth_token) params["authToken"] = *options.auth_token;
-  if (options.on_disconnect) {
-    params["onDisconnect"] = *options.on_disconnect == OnDisconnect::continue_running ? "continue" : "cancel";
-  }
-  if (options.sandbox) params["sandbox"] = *options.sandbox;
-  if (options.approval_policy) params["approvalPolicy"] = protocol::to_string(*options.approval_policy);
-  std::string method(initialize_method);
-  json::value params_value = std::move(params);
-  json::value result = co_await request(std::move(method), std::move(params_value));
-
-  const json::object* obj = result.if_object();
-  const json::value* info = obj != nullptr ? obj->if_contains("serverInfo") : nullptr;
-  if (info == nullptr || !info->is_object() || string_field(info->get_object(), "name") == nullptr) {
-    throw ProtocolError("initialize result has no serverInfo.name: " + excerpt(json::serialize(result)));
-  }
-  InitializeResult out;
-  out.server_name = std::string(*string_field(info->get_object(), "name"));
-  if (const json::string* version = string_field(info->get_object(), "version")) out.server_version = *version;
-  if (const json::value* pv = obj->if_contains("protocolVersion"); pv != nullptr && pv->is_int64()) {
-    out.protocol_version = pv->get_int64();
-  }
-  if (const json::value* caps = obj->if_contains("capabilities"); caps != nullptr && caps->is_object()) {
-    if (const json::value* methods = caps->get_object().if_contains("methods"); methods != nullptr &&
-                                                                               methods->is_array()) {
-      for (const json::value& m : methods->get_array()) {
-        if (m.is_string()) out.methods.emplace_back(m.get_string());
-      }
-    }
-  }
-  out.raw = *obj;
-  co_return out;
+asio::awaitable<protocol::InitializeResult> Client::initialize(protocol::InitializeParams params) {
+  if (!params.client_info) params.client_info = json::object{{"name", "harnessd-cpp-client"}};
+  if (!params.protocol_version) params.protocol_version = 1;
+  std::string method = method_name(Method::initialize);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::InitializeResult>(result, protocol::name_of(Method::initialize));
 }
 
-asio::awaitable<SessionPromptResponse> Client::session_prompt(std::string session_id, std::string text) {
-  json::object block{{"type", "text"}, {"text", std::move(text)}};
-  json::value params = json::object{{"sessionId", std::move(session_id)}, {"contentBlocks", json::array{block}}};
-  std::string method(prompt_method);
-  json::value result = co_await request(std::move(method), std::move(params));
-  SessionPromptResponse response = parse_session_prompt_result(result);
-  co_return response;
+asio::awaitable<protocol::PromptResult> Client::session_prompt(std::string session_id, std::string text) {
+  protocol::PromptParams params{.session_id = std::move(session_id)};
+  params.content_blocks.emplace_back(json::object{{"type", "text"}, {"text", std::move(text)}});
+  std::string method = method_name(Method::session_prompt);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::PromptResult>(result, protocol::name_of(Method::session_prompt));
 }
 
 asio::awaitable<bool> Client::session_cancel(std::string session_id) {
-  json::value params = json::object{{"sessionId", std::move(session_id)}};
-  std::string method(cancel_method);
-  json::value result = co_await request(std::move(method), std::move(params));
-  const json::object* obj = result.if_object();
-  const json::value* cancelled = obj != nullptr ? obj->if_contains("cancelled") : nullptr;
-  if (cancelled == nullptr || !cancelled->is_bool()) {
-    throw ProtocolError("session/cancel result has no boolean cancelled: " + excerpt(json::serialize(result)));
-  }
-  co_return cancelled->get_bool();
+  const protocol::CancelParams params{std::move(session_id)};
+  std::string method = method_name(Method::session_cancel);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::CancelResult>(result, protocol::name_of(Method::session_cancel)).cancelled;
 }
-
-namespace {
-
-protocol::DecisionResult parse_decision_result(const json::value& result, std::string_view method) {
-  const json::object* obj = result.if_object();
-  const json::value* accepted = obj != nullptr ? obj->if_contains("accepted") : nullptr;
-  if (accepted == nullptr || !accepted->is_bool()) {
-    throw ProtocolError(std::string(method) + " result has no boolean accepted: " + excerpt(json::serialize(result)));
-  }
-  return protocol::DecisionResult{.accepted = accepted->get_bool()};
-}
-
-}  // namespace
 
 asio::awaitable<protocol::DecisionResult> Client::session_approve(std::string session_id, std::string approval_id,
                                                                  protocol::ApprovalOutcome outcome,
@@ -677,58 +469,62 @@ asio::awaitable<protocol::DecisionResult> Client::session_approve(std::string se
     // Only the daemon settles an approval as cancelled (the turn's cancel).
     throw std::invalid_argument("session/approve: outcome cancelled is the daemon's, not a client's");
   }
-  const protocol::ApproveParams approve{.session_id = std::move(session_id),
-                                        .approval_id = std::move(approval_id),
-                                        .outcome = outcome,
-                                        .message = std::move(message)};
-  std::string method(approve_method);
-  json::value result = co_await request(std::move(method), json::value_from(approve));
-  co_return parse_decision_result(result, approve_method);
+  const protocol::ApproveParams params{.session_id = std::move(session_id),
+                                       .approval_id = std::move(approval_id),
+                                       .outcome = outcome,
+                                       .message = std::move(message)};
+  std::string method = method_name(Method::session_approve);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::DecisionResult>(result, protocol::name_of(Method::session_approve));
 }
 
 asio::awaitable<protocol::DecisionResult> Client::session_answer(std::string session_id, std::string question_id,
                                                                 std::vector<protocol::Answer> answers) {
-  const protocol::AnswerParams answer{
+  const protocol::AnswerParams params{
       .session_id = std::move(session_id), .question_id = std::move(question_id), .answers = std::move(answers)};
-  std::string method(answer_method);
-  json::value result = co_await request(std::move(method), json::value_from(answer));
-  co_return parse_decision_result(result, answer_method);
+  std::string method = method_name(Method::session_answer);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::DecisionResult>(result, protocol::name_of(Method::session_answer));
 }
 
 asio::awaitable<void> Client::shutdown() {
-  std::string method(shutdown_method);
+  std::string method = method_name(Method::shutdown);
   json::value params;  // shutdown takes no params
   co_await request(std::move(method), std::move(params));
 }
 
 asio::awaitable<protocol::ToolsListResult> Client::tools_list() {
-  std::string method(tools_list_method);
-  json::value params = json::object{};
-  json::value result = co_await request(std::move(method), std::move(params));
-  protocol::ToolsListResult tools = parse_tools_list_result(result);
-  co_return tools;
+  std::string method = method_name(Method::tools_list);
+  json::value body = json::value_from(protocol::ToolsListParams{});
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::ToolsListResult>(result, protocol::name_of(Method::tools_list));
 }
 
-asio::awaitable<SessionList> Client::session_list(SessionListOptions options) {
-  json::object params;
-  if (options.limit) params["limit"] = *options.limit;
-  if (options.cursor) params["cursor"] = std::move(*options.cursor);
-  json::value params_value = std::move(params);
-  std::string method(list_method);
-  json::value result = co_await request(std::move(method), std::move(params_value));
-  SessionList list = parse_session_list_result(result);
-  co_return list;
+asio::awaitable<protocol::ListResult> Client::session_list(protocol::ListParams params) {
+  std::string method = method_name(Method::session_list);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::ListResult>(result, protocol::name_of(Method::session_list));
 }
 
-asio::awaitable<SessionEvents> Client::session_events(std::string session_id, std::int64_t after_seq,
-                                                      std::int64_t limit) {
-  json::object params{{"sessionId", std::move(session_id)}, {"afterSeq", after_seq}};
-  if (limit > 0) params["limit"] = limit;
-  json::value params_value = std::move(params);
-  std::string method(events_method);
-  json::value result = co_await request(std::move(method), std::move(params_value));
-  SessionEvents page = parse_session_events_result(result);
-  co_return page;
+asio::awaitable<protocol::EventsResult> Client::session_events(std::string session_id, std::int64_t after_seq,
+                                                               std::int64_t limit) {
+  protocol::EventsParams params{.session_id = std::move(session_id), .after_seq = after_seq};
+  if (limit > 0) params.limit = limit;
+  std::string method = method_name(Method::session_events);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::EventsResult>(result, protocol::name_of(Method::session_events));
+}
+
+asio::awaitable<protocol::DeleteResult> Client::session_delete(std::string session_id) {
+  const protocol::DeleteParams params{std::move(session_id)};
+  std::string method = method_name(Method::session_delete);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::DeleteResult>(result, protocol::name_of(Method::session_delete));
 }
 
 asio::awaitable<SessionSubscription> Client::session_subscribe(std::string session_id,
@@ -737,23 +533,21 @@ asio::awaitable<SessionSubscription> Client::session_subscribe(std::string sessi
   SessionSubscription out;
   // Registered first: the replayed events precede the response.
   if (on_event) out.events = subscribe(session_id, only_events_of(session_id, std::move(on_event)));
-  json::object params{{"sessionId", session_id}};
-  if (after_seq) params["afterSeq"] = *after_seq;
-  json::value params_value = std::move(params);
-  std::string method(subscribe_method);
-  json::value result = co_await request(std::move(method), std::move(params_value));  // throws: out.events resets
-  out.last_seq = int_field(result_object(result, "session/subscribe"), "lastSeq", "session/subscribe result",
-                           result);
+  const protocol::SubscribeParams params{.session_id = std::move(session_id), .after_seq = after_seq};
+  std::string method = method_name(Method::session_subscribe);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));  // throws: out.events resets
+  out.last_seq = read_result<protocol::SubscribeResult>(result, protocol::name_of(Method::session_subscribe)).last_seq;
   co_return out;
 }
 
 asio::awaitable<bool> Client::session_unsubscribe(std::string session_id) {
-  json::value params = json::object{{"sessionId", std::move(session_id)}};
-  std::string method(unsubscribe_method);
-  json::value result = co_await request(std::move(method), std::move(params));
-  const bool unsubscribed =
-      bool_field(result_object(result, "session/unsubscribe"), "unsubscribed", "session/unsubscribe result", result);
-  co_return unsubscribed;
+  const protocol::UnsubscribeParams params{std::move(session_id)};
+  std::string method = method_name(Method::session_unsubscribe);
+  json::value body = json::value_from(params);
+  json::value result = co_await request(std::move(method), std::move(body));
+  co_return read_result<protocol::UnsubscribeResult>(result, protocol::name_of(Method::session_unsubscribe))
+      .unsubscribed;
 }
 
 Subscription Client::subscribe(std::string session_id, NotificationHandler handler) {
@@ -774,7 +568,7 @@ ClientStats Client::stats() const { return core_->stats(); }
 const asio::any_io_executor& Client::executor() const { return core_->executor(); }
 
 const json::object* event_of(const Notification& notification) {
-  if (notification.method != "session.event") return nullptr;
+  if (notification.method != protocol::session_event_method) return nullptr;
   const json::value* event = notification.params.if_contains("event");
   return event != nullptr ? event->if_object() : nullptr;
 }

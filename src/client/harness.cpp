@@ -3,6 +3,8 @@
 // after it.
 #include "harnessd/client/harness.hpp"
 
+#include "harnessd/protocol/notifications.hpp"
+
 #include <memory>
 
 namespace harnessd::client {
@@ -10,8 +12,6 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 
 namespace {
-
-constexpr std::string_view prompt_method = "session/prompt";
 
 const json::object* object_field(const json::object& obj, std::string_view key) {
   const json::value* v = obj.if_contains(key);
@@ -53,7 +53,7 @@ std::string final_response_of(std::span<const json::object> events) {
 }
 
 std::optional<std::string_view> text_delta_of(const Notification& notification, std::string_view session_id) {
-  if (notification.method != "session.event") return std::nullopt;
+  if (notification.method != protocol::session_event_method) return std::nullopt;
   const json::string* sid = string_field(notification.params, "sessionId");
   if (sid == nullptr || *sid != session_id) return std::nullopt;
   const json::object* event = object_field(notification.params, "event");
@@ -77,22 +77,23 @@ asio::awaitable<TurnResult> Harness::run(std::string session_id, std::string inp
     if (collector->forward) collector->forward(n);
   });
 
-  json::object block{{"type", "text"}, {"text", std::move(input)}};
-  json::value params = json::object{{"sessionId", session_id}, {"contentBlocks", json::array{block}}};
-  std::string method(prompt_method);
+  protocol::PromptParams prompt{.session_id = session_id};
+  prompt.content_blocks.emplace_back(json::object{{"type", "text"}, {"text", std::move(input)}});
+  json::value params = json::value_from(prompt);
+  std::string method(protocol::name_of(protocol::Method::session_prompt));
   Response response = co_await client_.call(std::move(method), std::move(params));
   subscription.reset();
   if (response.error) throw RpcError(response.error->code, response.error->message, response.error->data, response.raw);
-  SessionPromptResponse outcome = parse_session_prompt_result(response.result);
+  const auto outcome = read_result<protocol::PromptResult>(response.result, protocol::name_of(protocol::Method::session_prompt));
 
   TurnResult result;
   result.session_id = session_id;
-  result.status = std::move(outcome.status);
-  result.reason = std::move(outcome.reason);
+  result.status = std::string(protocol::to_string(outcome.status));
+  result.reason = json::value_from(outcome.reason).as_object();
   result.raw_response = std::move(response.raw);
   for (Notification& n : collector->notifications) {
     if (n.frame_index > response.frame_index) break;
-    if (n.method == "session.event") {
+    if (n.method == protocol::session_event_method) {
       const json::string* sid = string_field(n.params, "sessionId");
       const json::object* event = object_field(n.params, "event");
       if (sid != nullptr && *sid == session_id && event != nullptr) result.events.push_back(*event);

@@ -87,6 +87,25 @@ std::shared_ptr<Session> SessionRegistry::create_child(const Session& parent) {
   }
 }
 
+SessionRegistry::Detach SessionRegistry::detach(std::string_view id) {
+  std::shared_ptr<Session> detached;  // released outside the lock: its log may close
+  {
+    std::lock_guard lock(mutex_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return Detach::absent;
+    if (!it->second->try_reserve()) return Detach::busy;
+    detached = std::move(it->second);
+    sessions_.erase(it);
+  }
+  return Detach::detached;
+}
+
+void SessionRegistry::forget(const std::shared_ptr<Session>& session) {
+  std::lock_guard lock(mutex_);
+  auto it = sessions_.find(session->id());
+  if (it != sessions_.end() && it->second == session) sessions_.erase(it);
+}
+
 std::size_t SessionRegistry::evict_idle() {
   std::vector<std::shared_ptr<Session>> evicted;
   {

@@ -65,6 +65,22 @@ class SessionRegistry {
   /// A new child session with a fresh id that fits the id limit.
   std::shared_ptr<Session> create_child(const Session& parent);
 
+  /// session/delete's first step, taken before the store removes the log.
+  enum class Detach {
+    absent,    ///< not loaded here
+    detached,  ///< taken out: the next prompt of the id starts afresh
+    busy,      ///< a turn of it runs or waits to run: left alone
+  };
+  /// Takes the session out of the registry unless it is busy. It stays
+  /// reserved for good, so a prompt that already held a reference to it is
+  /// refused as busy instead of running on a log that is going away; it is
+  /// freed (its log closed) with the last reference.
+  Detach detach(std::string_view id);
+
+  /// Drops `session` from the registry if it still stands for its id (its
+  /// store copy is gone: the next prompt of the id starts afresh).
+  void forget(const std::shared_ptr<Session>& session);
+
   /// Evicts sessions idle for longer than the idle limit, then, while more
   /// than max_open_logs are loaded, the least recently used idle ones. A
   /// session is idle when nothing but the registry refers to it. Returns

@@ -158,7 +158,8 @@ class TurnRun final : public llm::ChunkSink {
   template <class Event>
   void add(const Event& event) {
     const std::size_t start = begin_event();
-    session_.append_event(block_, Event::type, json::value_from(event).get_object());
+    // event.type: a static member of most events, StepEvent's own field.
+    session_.append_event(block_, event.type, json::value_from(event).get_object());
     end_event(start);
   }
   template <class Event>
@@ -243,7 +244,7 @@ class TurnRun final : public llm::ChunkSink {
         co_await compact(tokens);
         if (cancel_.cancelled()) co_return aborted();
       }
-      add(protocol::StepStart{turn_, step_});
+      add(protocol::StepEvent::start(turn_, step_));
       co_await flush();  // the client sees the step begin before the model answers
       llm::ModelResult result;
       try {
@@ -265,7 +266,7 @@ class TurnRun final : public llm::ChunkSink {
           too_large_ = true;
         }
       }
-      add(protocol::StepEnd{turn_, step_});
+      add(protocol::StepEvent::end(turn_, step_));
       co_await flush_if_full();
       if (too_large_) co_return too_large();
       const std::vector<llm::ToolCall> calls = std::move(step_calls_);

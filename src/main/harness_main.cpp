@@ -229,6 +229,15 @@ const json::object& object_or_empty(const json::object& obj, std::string_view ke
   return v != nullptr && v->is_object() ? v->get_object() : empty;
 }
 
+/// The events of a session/events page as objects (the page holds each as
+/// the log's JSON text).
+std::vector<json::object> events_of(const harnessd::protocol::EventsResult& page) {
+  std::vector<json::object> events;
+  events.reserve(page.events.size());
+  for (const std::string& text : page.events) events.push_back(json::parse(text).as_object());
+  return events;
+}
+
 std::optional<std::int64_t> seq_of(const json::object& event) {
   const json::value* v = event.if_contains("seq");
   if (v != nullptr && v->is_int64()) return v->get_int64();
@@ -827,18 +836,18 @@ std::string format_time(std::int64_t epoch_ms) {
 }
 
 asio::awaitable<int> list_sessions(Cli& cli) {
-  std::vector<SessionSummary> rows;
+  std::vector<harnessd::protocol::SessionSummary> rows;
   std::unordered_set<std::string> seen;  // an entry updated while paging can come twice
   std::optional<std::string> cursor;
   do {
-    SessionListOptions page_options;
+    harnessd::protocol::ListParams page_options;
     page_options.limit = cli.options.page_size;
     page_options.cursor = std::move(cursor);
-    SessionList page = co_await cli.client->session_list(std::move(page_options));
-    for (SessionSummary& s : page.sessions) {
+    harnessd::protocol::ListResult page = co_await cli.client->session_list(std::move(page_options));
+    for (harnessd::protocol::SessionSummary& s : page.sessions) {
       if (!seen.insert(s.session_id).second) continue;
       if (cli.options.json) {
-        write_stdout(json::serialize(s.raw) + "\n");
+        write_stdout(json::serialize(json::value_from(s)) + "\n");
       } else {
         rows.push_back(std::move(s));
       }
@@ -853,7 +862,7 @@ asio::awaitable<int> list_sessions(Cli& cli) {
 
   const std::vector<std::string> header{"ID", "CREATED", "UPDATED", "LASTSEQ", "TURNS", "RUNNING", "PARENT"};
   std::vector<std::vector<std::string>> table{header};
-  for (const SessionSummary& s : rows) {
+  for (const harnessd::protocol::SessionSummary& s : rows) {
     table.push_back({s.session_id, format_time(s.created_at), format_time(s.updated_at), std::to_string(s.last_seq),
                      std::to_string(s.turns), s.running ? "yes" : "no", s.parent_session_id.value_or("-")});
   }
@@ -884,9 +893,10 @@ asio::awaitable<int> show_log(Cli& cli) {
   std::int64_t after = -1;
   for (;;) {
     std::string session = cli.options.session;
-    SessionEvents page = co_await cli.client->session_events(std::move(session), after, events_page);
-    for (const json::object& event : page.events) print_event(cli, event);
-    if (!page.events.empty()) after = seq_of(page.events.back()).value_or(after);
+    harnessd::protocol::EventsResult page = co_await cli.client->session_events(std::move(session), after, events_page);
+    const std::vector<json::object> events = events_of(page);
+    for (const json::object& event : events) print_event(cli, event);
+    if (!events.empty()) after = seq_of(events.back()).value_or(after);
     if (page.events.empty() || !page.more || cli.quitting) break;
   }
   if (!cli.options.follow) {
@@ -904,8 +914,8 @@ asio::awaitable<std::vector<json::object>> read_window(Cli& cli, std::int64_t af
   std::vector<json::object> window;
   while (after < upto) {
     std::string session = cli.options.session;
-    SessionEvents page = co_await cli.client->session_events(std::move(session), after, upto - after);
-    for (json::object& event : page.events) {
+    harnessd::protocol::EventsResult page = co_await cli.client->session_events(std::move(session), after, upto - after);
+    for (json::object& event : events_of(page)) {
       const std::optional<std::int64_t> seq = seq_of(event);
       if (seq && *seq > after && *seq <= upto) window.push_back(std::move(event));
     }
@@ -919,7 +929,7 @@ asio::awaitable<std::vector<json::object>> read_window(Cli& cli, std::int64_t af
 
 asio::awaitable<int> attach_session(Cli& cli) {
   std::string session = cli.options.session;
-  SessionEvents probe = co_await cli.client->session_events(std::move(session), -1, 1);
+  harnessd::protocol::EventsResult probe = co_await cli.client->session_events(std::move(session), -1, 1);
   // Look back from the newest event, a page at a time, for the last turn/start.
   std::int64_t upto = probe.last_seq;
   std::vector<json::object> window;
@@ -1110,17 +1120,15 @@ asio::awaitable<int> run_command(Cli& cli) {
     co_return exit_aborted;
   }
 
-  InitializeOptions init;
-  init.client_name = "harness";
-  init.client_version = std::string(harnessd::util::version);
+  harnessd::protocol::InitializeParams init;
+  init.client_info = json::object{{"name", "harness"}, {"version", harnessd::util::version}};
   if (!cli.options.provider.empty()) init.provider = cli.options.provider;
   if (!cli.options.model.empty()) init.model = cli.options.model;
   if (!cli.options.token.empty() &&
       (cli.options.connect.starts_with("tcp://") || cli.options.connect.starts_with("tls://"))) {
     init.auth_token = cli.options.token;
   }
-  if (cli.options.on_disconnect == "continue") init.on_disconnect = OnDisconnect::continue_running;
-  if (cli.options.on_disconnect == "cancel") init.on_disconnect = OnDisconnect::cancel;
+  if (cli.options.on_disconnect == "continue") init.on_disconnect = harnessd::protocol::OnDisconnect::continue_running;
   if (!cli.options.approval_policy.empty()) {
     init.approval_policy = harnessd::protocol::parse_approval_policy(cli.options.approval_policy);
   }

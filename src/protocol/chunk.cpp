@@ -1,5 +1,6 @@
 #include "harnessd/protocol/chunk.hpp"
 
+#include "protocol/json_read.hpp"
 #include "util/json_append.hpp"
 
 #include <boost/json/parse.hpp>
@@ -99,6 +100,43 @@ void tag_invoke(json::value_from_tag, json::value& out, const Chunk& chunk) {
   std::string text;
   append_json(text, chunk);
   out = json::parse(text);
+}
+
+namespace {
+
+template <class Enum, std::size_t N>
+Enum enum_field(const json::object& obj, std::string_view name, const Enum (&values)[N]) {
+  const std::string text = read::string(obj, name);
+  for (const Enum value : values) {
+    if (to_string(value) == text) return value;
+  }
+  read::fail(name, "has an unknown value");
+}
+
+}  // namespace
+
+Chunk tag_invoke(json::value_to_tag<Chunk>, const json::value& value) {
+  const json::object& obj = read::object(value, "chunk");
+  const std::string type = read::string(obj, "type");
+  if (type == "usage") return UsageChunk{read::object(obj, "usage")};
+  if (type == "finish") {
+    static constexpr ChunkFinish reasons[] = {ChunkFinish::stop, ChunkFinish::tool_calls, ChunkFinish::length,
+                                              ChunkFinish::error};
+    return FinishChunk{enum_field(obj, "reason", reasons)};
+  }
+  const int index = read::small_integer(obj, "index");
+  if (type == "block-start") {
+    static constexpr BlockType types[] = {BlockType::text, BlockType::reasoning, BlockType::tool_call};
+    return BlockStart{index, enum_field(obj, "blockType", types)};
+  }
+  if (type == "text-delta") return TextDelta{index, read::string(obj, "text")};
+  if (type == "reasoning-delta") return ReasoningDelta{index, read::string(obj, "text")};
+  if (type == "tool-call-delta") {
+    return ToolCallDelta{index, read::optional_string(obj, "id").value_or(""),
+                         read::optional_string(obj, "name").value_or(""), read::string(obj, "argumentsDelta")};
+  }
+  if (type == "block-end") return BlockEnd{index};
+  read::fail("type", "is not a known chunk type");
 }
 
 }  // namespace harnessd::protocol

@@ -61,4 +61,18 @@ std::string_view to_string(QuestionOutcome outcome) {
   return {};
 }
 
+std::optional<DecisionSource> parse_decision_source(std::string_view text) {
+  for (const DecisionSource source : {DecisionSource::client, DecisionSource::timeout, DecisionSource::cancel}) {
+    if (to_string(source) == text) return source;
+  }
+  return std::nullopt;
+}
+
+std::optional<QuestionOutcome> parse_question_outcome(std::string_view text) {
+  for (const QuestionOutcome outcome : {QuestionOutcome::answered, QuestionOutcome::cancelled, QuestionOutcome::timeout}) {
+    if (to_string(outcome) == text) return outcome;
+  }
+  return std::nullopt;
+}
+
 }  // namespace harnessd::protocol

@@ -1,6 +1,8 @@
 // Each event's `data` object, keys in the documented log order.
 #include "harnessd/protocol/events.hpp"
 
+#include "protocol/json_read.hpp"
+
 #include <cstdint>
 #include <stdexcept>
 
@@ -21,12 +23,14 @@ void tag_invoke(json::value_from_tag, json::value& out, const UserMessage& event
   out = json::object{{"content", event.content}, {"source", from_user()}};
 }
 
-void tag_invoke(json::value_from_tag, json::value& out, const StepStart& event) {
+void tag_invoke(json::value_from_tag, json::value& out, const StepEvent& event) {
   out = step_object(event.turn, event.step);
 }
 
-void tag_invoke(json::value_from_tag, json::value& out, const StepEnd& event) {
-  out = step_object(event.turn, event.step);
+void tag_invoke(json::value_from_tag, json::value& out, const AssistantChunk& event) {
+  json::object data = step_object(event.turn, event.step);
+  data["chunk"] = json::value_from(event.chunk);
+  out = std::move(data);
 }
 
 void tag_invoke(json::value_from_tag, json::value& out, const AssistantMessage& event) {
@@ -115,93 +119,154 @@ void tag_invoke(json::value_from_tag, json::value& out, const QuestionResolved& 
   out = json::object{{"questionId", event.question_id}, {"outcome", to_string(event.outcome)}};
 }
 
+// ---------------------------------------------------------------------------
+// Reading data back
+
 namespace {
 
-const json::object& data_object(const json::value& data) {
-  if (!data.is_object()) throw std::invalid_argument("event data must be an object");
-  return data.get_object();
-}
+const json::object& data_object(const json::value& data) { return read::object(data, "event data"); }
 
-const json::value& field(const json::object& data, std::string_view name) {
-  const json::value* value = data.if_contains(name);
-  if (value == nullptr) throw std::invalid_argument("event data lacks \"" + std::string(name) + "\"");
+template <class Enum>
+Enum parsed(std::optional<Enum> value, std::string_view field) {
+  if (!value) read::fail(field, "has an unknown value");
   return *value;
-}
-
-std::string string_field(const json::object& data, std::string_view name) {
-  const json::value& value = field(data, name);
-  if (!value.is_string()) throw std::invalid_argument("\"" + std::string(name) + "\" must be a string");
-  return std::string(value.get_string());
-}
-
-std::int64_t int_field(const json::object& data, std::string_view name) {
-  const json::value& value = field(data, name);
-  if (!value.is_int64()) throw std::invalid_argument("\"" + std::string(name) + "\" must be an integer");
-  return value.get_int64();
-}
-
-int step_field(const json::object& data) {
-  const std::int64_t step = int_field(data, "step");
-  if (step < 0 || step > INT32_MAX) throw std::invalid_argument("\"step\" is out of range");
-  return static_cast<int>(step);
 }
 
 }  // namespace
 
+TurnStart tag_invoke(json::value_to_tag<TurnStart>, const json::value& value) {
+  const json::object& data = data_object(value);
+  (void)read::object(data, "trigger");
+  return TurnStart{.turn = read::integer(data, "turn")};
+}
+
+UserMessage tag_invoke(json::value_to_tag<UserMessage>, const json::value& value) {
+  return UserMessage{.content = read::array(data_object(value), "content")};
+}
+
+StepEvent tag_invoke(json::value_to_tag<StepEvent>, const json::value& value) {
+  const json::object& data = data_object(value);
+  return StepEvent::start(read::integer(data, "turn"), read::small_integer(data, "step"));
+}
+
+AssistantChunk tag_invoke(json::value_to_tag<AssistantChunk>, const json::value& value) {
+  const json::object& data = data_object(value);
+  return AssistantChunk{.turn = read::integer(data, "turn"),
+                        .step = read::small_integer(data, "step"),
+                        .chunk = json::value_to<Chunk>(read::field(data, "chunk"))};
+}
+
+AssistantMessage tag_invoke(json::value_to_tag<AssistantMessage>, const json::value& value) {
+  const json::object& data = data_object(value);
+  AssistantMessage event{.turn = read::integer(data, "turn"), .step = read::small_integer(data, "step")};
+  for (const json::value& entry : read::array(data, "content")) {
+    const json::object& block = read::object(entry, "content block");
+    const std::string type = read::string(block, "type");
+    ContentBlock out;
+    if (type == "tool-call") {
+      out.type = BlockType::tool_call;
+      out.id = read::string(block, "id");
+      out.name = read::string(block, "name");
+      out.arguments = read::string(block, "arguments");
+    } else if (type == "text" || type == "reasoning") {
+      out.type = type == "text" ? BlockType::text : BlockType::reasoning;
+      out.text = read::string(block, "text");
+    } else {
+      read::fail("type", "is not a known content block type");
+    }
+    event.content.push_back(std::move(out));
+  }
+  const json::object& provenance = read::object(data, "provenance");
+  event.provider = read::string(provenance, "provider");
+  event.model = read::string(provenance, "model");
+  if (const json::value* usage = read::optional_field(data, "usage")) event.usage = read::object(*usage, "usage");
+  return event;
+}
+
+ToolCallEvent tag_invoke(json::value_to_tag<ToolCallEvent>, const json::value& value) {
+  const json::object& data = data_object(value);
+  return ToolCallEvent{.turn = read::integer(data, "turn"),
+                       .step = read::small_integer(data, "step"),
+                       .call_id = read::string(data, "callId"),
+                       .name = read::string(data, "name"),
+                       .arguments = read::string(data, "arguments")};
+}
+
+ToolResult tag_invoke(json::value_to_tag<ToolResult>, const json::value& value) {
+  const json::object& data = data_object(value);
+  ToolResult event{.turn = read::integer(data, "turn"),
+                   .step = read::small_integer(data, "step"),
+                   .call_id = read::string(data, "callId"),
+                   .is_error = read::boolean(data, "isError")};
+  // The daemon writes one text block; any number read as their concatenation.
+  for (const json::value& entry : read::array(data, "content")) {
+    const json::object& block = read::object(entry, "content block");
+    if (read::string(block, "type") == "text") event.text += read::string(block, "text");
+  }
+  if (const json::value* error = read::optional_field(data, "error")) {
+    event.error_code = read::string(read::object(*error, "error"), "code");
+  }
+  if (const json::value* meta = read::optional_field(data, "meta")) event.meta = read::object(*meta, "meta");
+  return event;
+}
+
+TurnEnd tag_invoke(json::value_to_tag<TurnEnd>, const json::value& value) {
+  const json::object& data = data_object(value);
+  return TurnEnd{.turn = read::integer(data, "turn"), .reason = json::value_to<TurnEndReason>(read::field(data, "reason"))};
+}
+
+CompactStart tag_invoke(json::value_to_tag<CompactStart>, const json::value& value) {
+  return CompactStart{.turn = read::integer(data_object(value), "turn")};
+}
+
+CompactSummary tag_invoke(json::value_to_tag<CompactSummary>, const json::value& value) {
+  const json::object& data = data_object(value);
+  const json::array& seqs = read::array(data, "shadowedSeqs");
+  if (seqs.size() != 2) read::fail("shadowedSeqs", "must hold two seqs");
+  return CompactSummary{.summary = read::string(data, "summary"),
+                        .shadowed_from = read::integer(seqs[0], "shadowedSeqs"),
+                        .shadowed_to = read::integer(seqs[1], "shadowedSeqs"),
+                        .tokens_before = read::integer(data, "tokensBefore"),
+                        .tokens_after = read::integer(data, "tokensAfter")};
+}
+
+CompactEnd tag_invoke(json::value_to_tag<CompactEnd>, const json::value& value) {
+  const json::object& data = data_object(value);
+  return CompactEnd{.turn = read::integer(data, "turn"), .error = read::optional_string(data, "error")};
+}
+
 ApprovalRequested tag_invoke(json::value_to_tag<ApprovalRequested>, const json::value& value) {
   const json::object& data = data_object(value);
-  return ApprovalRequested{.turn = int_field(data, "turn"),
-                           .step = step_field(data),
-                           .call_id = string_field(data, "callId"),
-                           .approval_id = string_field(data, "approvalId"),
-                           .tool_name = string_field(data, "toolName"),
-                           .arguments = string_field(data, "arguments"),
-                           .reason = string_field(data, "reason")};
+  return ApprovalRequested{.turn = read::integer(data, "turn"),
+                           .step = read::small_integer(data, "step"),
+                           .call_id = read::string(data, "callId"),
+                           .approval_id = read::string(data, "approvalId"),
+                           .tool_name = read::string(data, "toolName"),
+                           .arguments = read::string(data, "arguments"),
+                           .reason = read::string(data, "reason")};
 }
 
 ApprovalResolved tag_invoke(json::value_to_tag<ApprovalResolved>, const json::value& value) {
   const json::object& data = data_object(value);
-  const std::optional<ApprovalOutcome> outcome = parse_approval_outcome(string_field(data, "outcome"));
-  if (!outcome) throw std::invalid_argument("unknown approval outcome");
-  const std::string source = string_field(data, "source");
-  ApprovalResolved event{.approval_id = string_field(data, "approvalId"), .outcome = *outcome};
-  if (source == "client") {
-    event.source = DecisionSource::client;
-  } else if (source == "timeout") {
-    event.source = DecisionSource::timeout;
-  } else if (source == "cancel") {
-    event.source = DecisionSource::cancel;
-  } else {
-    throw std::invalid_argument("unknown approval source");
-  }
-  return event;
+  return ApprovalResolved{
+      .approval_id = read::string(data, "approvalId"),
+      .outcome = parsed(parse_approval_outcome(read::string(data, "outcome")), "outcome"),
+      .source = parsed(parse_decision_source(read::string(data, "source")), "source")};
 }
 
 QuestionRequested tag_invoke(json::value_to_tag<QuestionRequested>, const json::value& value) {
   const json::object& data = data_object(value);
-  const json::value& questions = field(data, "questions");
-  if (!questions.is_array()) throw std::invalid_argument("\"questions\" must be an array");
-  return QuestionRequested{.turn = int_field(data, "turn"),
-                           .step = step_field(data),
-                           .call_id = string_field(data, "callId"),
-                           .question_id = string_field(data, "questionId"),
-                           .questions = questions.get_array()};
+  return QuestionRequested{.turn = read::integer(data, "turn"),
+                           .step = read::small_integer(data, "step"),
+                           .call_id = read::string(data, "callId"),
+                           .question_id = read::string(data, "questionId"),
+                           .questions = read::array(data, "questions")};
 }
 
 QuestionResolved tag_invoke(json::value_to_tag<QuestionResolved>, const json::value& value) {
   const json::object& data = data_object(value);
-  const std::string outcome = string_field(data, "outcome");
-  QuestionResolved event{.question_id = string_field(data, "questionId")};
-  if (outcome == "answered") {
-    event.outcome = QuestionOutcome::answered;
-  } else if (outcome == "cancelled") {
-    event.outcome = QuestionOutcome::cancelled;
-  } else if (outcome == "timeout") {
-    event.outcome = QuestionOutcome::timeout;
-  } else {
-    throw std::invalid_argument("unknown question outcome");
-  }
-  return event;
+  return QuestionResolved{.question_id = read::string(data, "questionId"),
+                          .outcome = parsed(parse_question_outcome(read::string(data, "outcome")), "outcome")};
 }
 
 }  // namespace harnessd::protocol

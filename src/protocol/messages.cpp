@@ -1,8 +1,14 @@
 #include "harnessd/protocol/messages.hpp"
 
 #include "harnessd/rpc/error_code.hpp"
+#include "protocol/json_read.hpp"
+#include "util/json_limits.hpp"
 
 #include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <algorithm>
 
 namespace harnessd::protocol {
 namespace json = boost::json;
@@ -125,8 +131,9 @@ InitializeParams tag_invoke(json::value_to_tag<InitializeParams>, const json::va
       bad(R"(params.onDisconnect must be "cancel" or "continue")");
     }
   }
-  if (const json::value* info = obj.if_contains("clientInfo"); info && !info->is_null() && !info->is_object()) {
-    bad("params.clientInfo must be an object");
+  if (const json::value* info = obj.if_contains("clientInfo"); info && !info->is_null()) {
+    if (!info->is_object()) bad("params.clientInfo must be an object");
+    out.client_info = info->get_object();
   }
   return out;
 }
@@ -185,6 +192,26 @@ std::optional<std::string> decision_text(const json::object& obj, std::string_vi
   return text;
 }
 
+Answer read_answer(const json::value& entry, const std::string& where) {
+  if (!entry.is_object()) bad(where + " must be an object");
+  const json::object& a = entry.get_object();
+  Answer answer;
+  const json::value* id = a.if_contains("id");
+  if (id == nullptr || !id->is_string() || id->get_string().empty()) bad(where + ".id must be a non-empty string");
+  answer.id = std::string(id->get_string());
+  if (const json::value* selected = a.if_contains("selected"); selected != nullptr && !selected->is_null()) {
+    if (!selected->is_array() || selected->get_array().size() > 64) {
+      bad(where + ".selected must be an array of at most 64 labels");
+    }
+    for (const json::value& label : selected->get_array()) {
+      if (!label.is_string() || label.get_string().size() > 4096) bad(where + ".selected must hold strings");
+      answer.selected.emplace_back(label.get_string());
+    }
+  }
+  answer.custom = decision_text(a, "custom", where + ".custom");
+  return answer;
+}
+
 }  // namespace
 
 ApproveParams tag_invoke(json::value_to_tag<ApproveParams>, const json::value& params) {
@@ -203,6 +230,8 @@ ApproveParams tag_invoke(json::value_to_tag<ApproveParams>, const json::value& p
   return out;
 }
 
+Answer tag_invoke(json::value_to_tag<Answer>, const json::value& answer) { return read_answer(answer, "answer"); }
+
 AnswerParams tag_invoke(json::value_to_tag<AnswerParams>, const json::value& params) {
   const json::object& obj = params_object(params);
   AnswerParams out;
@@ -213,24 +242,7 @@ AnswerParams tag_invoke(json::value_to_tag<AnswerParams>, const json::value& par
   if (answers->get_array().size() > 64) bad("params.answers must hold at most 64 answers");
   std::size_t i = 0;
   for (const json::value& entry : answers->get_array()) {
-    const std::string where = "params.answers[" + std::to_string(i++) + "]";
-    if (!entry.is_object()) bad(where + " must be an object");
-    const json::object& a = entry.get_object();
-    Answer answer;
-    const json::value* id = a.if_contains("id");
-    if (id == nullptr || !id->is_string() || id->get_string().empty()) bad(where + ".id must be a non-empty string");
-    answer.id = std::string(id->get_string());
-    if (const json::value* selected = a.if_contains("selected"); selected != nullptr && !selected->is_null()) {
-      if (!selected->is_array() || selected->get_array().size() > 64) {
-        bad(where + ".selected must be an array of at most 64 labels");
-      }
-      for (const json::value& label : selected->get_array()) {
-        if (!label.is_string() || label.get_string().size() > 4096) bad(where + ".selected must hold strings");
-        answer.selected.emplace_back(label.get_string());
-      }
-    }
-    answer.custom = decision_text(a, "custom", where + ".custom");
-    out.answers.push_back(std::move(answer));
+    out.answers.push_back(read_answer(entry, "params.answers[" + std::to_string(i++) + "]"));
   }
   return out;
 }
@@ -260,15 +272,17 @@ void tag_invoke(json::value_from_tag, json::value& out, const DecisionResult& re
   out = json::object{{"accepted", result.accepted}};
 }
 
+void tag_invoke(json::value_from_tag, json::value& out, const ToolInfo& tool) {
+  out = json::object{{"name", tool.name},
+                     {"description", tool.description},
+                     {"inputSchema", tool.input_schema},
+                     {"readOnly", tool.read_only},
+                     {"source", tool.source}};
+}
+
 void tag_invoke(json::value_from_tag, json::value& out, const ToolsListResult& result) {
   json::array tools;
-  for (const ToolInfo& tool : result.tools) {
-    tools.push_back(json::object{{"name", tool.name},
-                                 {"description", tool.description},
-                                 {"inputSchema", tool.input_schema},
-                                 {"readOnly", tool.read_only},
-                                 {"source", tool.source}});
-  }
+  for (const ToolInfo& tool : result.tools) tools.push_back(json::value_from(tool));
   out = json::object{{"tools", std::move(tools)}};
 }
 
@@ -320,16 +334,18 @@ void tag_invoke(json::value_from_tag, json::value& out, const CancelResult& resu
 
 void tag_invoke(json::value_from_tag, json::value& out, const ShutdownResult&) { out = json::object{}; }
 
+void tag_invoke(json::value_from_tag, json::value& out, const SessionSummary& s) {
+  json::object entry{{"sessionId", s.session_id}, {"createdAt", s.created_at}, {"updatedAt", s.updated_at},
+                     {"lastSeq", s.last_seq},     {"turns", s.turns},          {"running", s.running}};
+  if (s.parent_session_id) entry["parentSessionId"] = *s.parent_session_id;
+  if (s.waiting) entry["waiting"] = *s.waiting;
+  out = std::move(entry);
+}
+
 void tag_invoke(json::value_from_tag, json::value& out, const ListResult& result) {
   json::array sessions;
   sessions.reserve(result.sessions.size());
-  for (const SessionSummary& s : result.sessions) {
-    json::object entry{{"sessionId", s.session_id},     {"createdAt", s.created_at}, {"updatedAt", s.updated_at},
-                       {"lastSeq", s.last_seq},         {"turns", s.turns},          {"running", s.running}};
-    if (s.parent_session_id) entry["parentSessionId"] = *s.parent_session_id;
-    if (s.waiting) entry["waiting"] = *s.waiting;
-    sessions.push_back(std::move(entry));
-  }
+  for (const SessionSummary& s : result.sessions) sessions.push_back(json::value_from(s));
   json::object obj{{"sessions", std::move(sessions)}};
   if (result.next_cursor) obj["nextCursor"] = *result.next_cursor;
   out = std::move(obj);
@@ -359,6 +375,222 @@ std::string to_json_text(const EventsResult& result) {
   out += result.more ? "true" : "false";
   out += '}';
   return out;
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const EventsResult& result) {
+  json::array events;
+  events.reserve(result.events.size());
+  // Log lines may nest deeper than client input (util/json_limits.hpp).
+  for (const std::string& event : result.events) {
+    events.push_back(json::parse(event, {}, util::log_parse_options()));
+  }
+  out = json::object{{"events", std::move(events)}, {"lastSeq", result.last_seq}, {"more", result.more}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const DeleteResult& result) {
+  out = json::object{{"deleted", result.deleted}};
+}
+
+bool InitializeResult::supports(std::string_view method) const {
+  return std::find(methods.begin(), methods.end(), method) != methods.end();
+}
+
+DeleteParams tag_invoke(json::value_to_tag<DeleteParams>, const json::value& params) {
+  return DeleteParams{session_id(params_object(params))};
+}
+
+// ---------------------------------------------------------------------------
+// Params as a client sends them: unset optional fields are not written.
+
+namespace {
+
+json::object session_object(const std::string& session_id) { return json::object{{"sessionId", session_id}}; }
+
+template <class T>
+void put(json::object& obj, std::string_view name, const std::optional<T>& value) {
+  if (value) obj[name] = *value;
+}
+
+}  // namespace
+
+void tag_invoke(json::value_from_tag, json::value& out, const InitializeParams& params) {
+  json::object obj;
+  put(obj, "cwd", params.cwd);
+  put(obj, "provider", params.provider);
+  put(obj, "model", params.model);
+  put(obj, "maxTokens", params.max_tokens);
+  put(obj, "protocolVersion", params.protocol_version);
+  put(obj, "authToken", params.auth_token);
+  // Cancel is the daemon's default, so only the other mode is written.
+  if (params.on_disconnect == OnDisconnect::continue_running) obj["onDisconnect"] = "continue";
+  put(obj, "sandbox", params.sandbox);
+  if (params.approval_policy) obj["approvalPolicy"] = to_string(*params.approval_policy);
+  put(obj, "contextWindow", params.context_window);
+  if (params.thinking) obj["thinking"] = *params.thinking ? "enabled" : "disabled";
+  put(obj, "reasoningEffort", params.reasoning_effort);
+  put(obj, "temperature", params.temperature);
+  if (!params.stop.empty()) obj["stop"] = json::array(params.stop.begin(), params.stop.end());
+  put(obj, "maxSteps", params.max_steps);
+  put(obj, "clientInfo", params.client_info);
+  out = std::move(obj);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const PromptParams& params) {
+  json::object obj = session_object(params.session_id);
+  obj["contentBlocks"] = params.content_blocks;
+  out = std::move(obj);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const CancelParams& params) {
+  out = session_object(params.session_id);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const ShutdownParams&) { out = json::object{}; }
+
+// Page parameters equal to the daemon's defaults are left out, as unset
+// optional fields are.
+void tag_invoke(json::value_from_tag, json::value& out, const ListParams& params) {
+  json::object obj;
+  if (params.limit != ListParams{}.limit) obj["limit"] = params.limit;
+  put(obj, "cursor", params.cursor);
+  out = std::move(obj);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const EventsParams& params) {
+  json::object obj = session_object(params.session_id);
+  if (params.after_seq != EventsParams{}.after_seq) obj["afterSeq"] = params.after_seq;
+  if (params.limit != EventsParams{}.limit) obj["limit"] = params.limit;
+  out = std::move(obj);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const SubscribeParams& params) {
+  json::object obj = session_object(params.session_id);
+  put(obj, "afterSeq", params.after_seq);
+  out = std::move(obj);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const UnsubscribeParams& params) {
+  out = session_object(params.session_id);
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const ToolsListParams&) { out = json::object{}; }
+
+void tag_invoke(json::value_from_tag, json::value& out, const DeleteParams& params) {
+  out = session_object(params.session_id);
+}
+
+// ---------------------------------------------------------------------------
+// Results as a client reads them.
+
+namespace {
+
+std::vector<std::string> strings(const json::object& obj, std::string_view name) {
+  std::vector<std::string> out;
+  for (const json::value& v : read::array(obj, name)) out.push_back(read::string(v, name));
+  return out;
+}
+
+}  // namespace
+
+InitializeResult tag_invoke(json::value_to_tag<InitializeResult>, const json::value& value) {
+  const json::object& obj = read::object(value, "initialize result");
+  const json::object& info = read::object(obj, "serverInfo");
+  InitializeResult out;
+  out.server_name = read::string(info, "name");
+  out.version = read::optional_string(info, "version").value_or("");
+  out.implementation = read::optional_string(info, "implementation").value_or("");
+  const std::int64_t version = read::integer(obj, "protocolVersion");
+  if (version < 0 || version > INT32_MAX) read::fail("protocolVersion", "is out of range");
+  out.protocol_version = static_cast<int>(version);
+  // A daemon may predate capabilities: none read as none.
+  if (const json::value* caps = read::optional_field(obj, "capabilities")) {
+    const json::object& capabilities = read::object(*caps, "capabilities");
+    if (read::optional_field(capabilities, "providers")) out.providers = strings(capabilities, "providers");
+    if (read::optional_field(capabilities, "methods")) out.methods = strings(capabilities, "methods");
+  }
+  return out;
+}
+
+PromptResult tag_invoke(json::value_to_tag<PromptResult>, const json::value& value) {
+  const json::object& obj = read::object(value, "session/prompt result");
+  const std::optional<TurnStatus> status = parse_turn_status(read::string(obj, "status"));
+  if (!status) read::fail("status", "must be \"ok\", \"error\" or \"aborted\"");
+  return PromptResult{.status = *status, .reason = json::value_to<TurnEndReason>(read::field(obj, "reason"))};
+}
+
+CancelResult tag_invoke(json::value_to_tag<CancelResult>, const json::value& value) {
+  return CancelResult{read::boolean(read::object(value, "session/cancel result"), "cancelled")};
+}
+
+ShutdownResult tag_invoke(json::value_to_tag<ShutdownResult>, const json::value& value) {
+  (void)read::object(value, "shutdown result");
+  return {};
+}
+
+SessionSummary tag_invoke(json::value_to_tag<SessionSummary>, const json::value& value) {
+  const json::object& obj = read::object(value, "session/list entry");
+  return SessionSummary{.session_id = read::string(obj, "sessionId"),
+                        .created_at = read::integer(obj, "createdAt"),
+                        .updated_at = read::integer(obj, "updatedAt"),
+                        .last_seq = read::integer(obj, "lastSeq"),
+                        .turns = read::integer(obj, "turns"),
+                        .running = read::boolean(obj, "running"),
+                        .parent_session_id = read::optional_string(obj, "parentSessionId"),
+                        .waiting = read::optional_string(obj, "waiting")};
+}
+
+ListResult tag_invoke(json::value_to_tag<ListResult>, const json::value& value) {
+  const json::object& obj = read::object(value, "session/list result");
+  ListResult out;
+  for (const json::value& entry : read::array(obj, "sessions")) out.sessions.push_back(json::value_to<SessionSummary>(entry));
+  out.next_cursor = read::optional_string(obj, "nextCursor");
+  return out;
+}
+
+EventsResult tag_invoke(json::value_to_tag<EventsResult>, const json::value& value) {
+  const json::object& obj = read::object(value, "session/events result");
+  EventsResult out;
+  for (const json::value& entry : read::array(obj, "events")) {
+    const json::object& event = read::object(entry, "event");
+    (void)read::string(event, "type");
+    (void)read::integer(event, "seq");
+    out.events.push_back(json::serialize(event));
+  }
+  out.last_seq = read::integer(obj, "lastSeq");
+  out.more = read::boolean(obj, "more");
+  return out;
+}
+
+SubscribeResult tag_invoke(json::value_to_tag<SubscribeResult>, const json::value& value) {
+  return SubscribeResult{read::integer(read::object(value, "session/subscribe result"), "lastSeq")};
+}
+
+UnsubscribeResult tag_invoke(json::value_to_tag<UnsubscribeResult>, const json::value& value) {
+  return UnsubscribeResult{read::boolean(read::object(value, "session/unsubscribe result"), "unsubscribed")};
+}
+
+ToolInfo tag_invoke(json::value_to_tag<ToolInfo>, const json::value& value) {
+  const json::object& obj = read::object(value, "tool");
+  return ToolInfo{.name = read::string(obj, "name"),
+                  .description = read::optional_string(obj, "description").value_or(""),
+                  .input_schema = read::object(obj, "inputSchema"),
+                  .read_only = read::boolean(obj, "readOnly"),
+                  .source = read::optional_string(obj, "source").value_or("builtin")};
+}
+
+ToolsListResult tag_invoke(json::value_to_tag<ToolsListResult>, const json::value& value) {
+  const json::object& obj = read::object(value, "tools/list result");
+  ToolsListResult out;
+  for (const json::value& entry : read::array(obj, "tools")) out.tools.push_back(json::value_to<ToolInfo>(entry));
+  return out;
+}
+
+DecisionResult tag_invoke(json::value_to_tag<DecisionResult>, const json::value& value) {
+  return DecisionResult{read::boolean(read::object(value, "decision result"), "accepted")};
+}
+
+DeleteResult tag_invoke(json::value_to_tag<DeleteResult>, const json::value& value) {
+  return DeleteResult{read::boolean(read::object(value, "session/delete result"), "deleted")};
 }
 
 }  // namespace harnessd::protocol

@@ -6,6 +6,8 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <cstdint>
+
 namespace harnessd::rpc {
 namespace json = boost::json;
 
@@ -15,8 +17,41 @@ bool is_valid_id(const json::value& id) {
   return id.is_string() || id.is_int64() || id.is_uint64();
 }
 
-ErrorReply invalid(json::value id, std::string message) {
-  return ErrorReply{std::move(id), ErrorCode::invalid_request, std::move(message), nullptr};
+Invalid invalid(json::value id, std::string message) {
+  return Invalid{ErrorResponse{std::move(id), ErrorCode::invalid_request, std::move(message), nullptr}};
+}
+
+Invalid invalid_response(json::value id, std::string message) {
+  Invalid out = invalid(std::move(id), "Invalid Response: " + std::move(message));
+  out.response = true;
+  return out;
+}
+
+/// A frame with `id` and `result` or `error` and no `method`.
+Decoded decode_response(json::object& obj, bool bad_version) {
+  json::value& id = obj.at("id");
+  json::value reply_id = is_valid_id(id) ? id : json::value(nullptr);
+  if (bad_version) return invalid_response(std::move(reply_id), "jsonrpc must be \"2.0\"");
+  // null: the answer to a frame whose id could not be read.
+  if (!id.is_null() && !is_valid_id(id)) return invalid_response(nullptr, "id must be a string, an integer or null");
+  json::value* result = obj.if_contains("result");
+  json::value* error = obj.if_contains("error");
+  if (result != nullptr && error != nullptr) {
+    return invalid_response(std::move(reply_id), "a response has either result or error, not both");
+  }
+  if (result != nullptr) return Response{std::move(id), std::move(*result)};
+
+  json::object* err = error->if_object();
+  const json::value* code = err != nullptr ? err->if_contains("code") : nullptr;
+  const json::value* message = err != nullptr ? err->if_contains("message") : nullptr;
+  if (code == nullptr || !code->is_int64() || code->get_int64() < INT32_MIN || code->get_int64() > INT32_MAX ||
+      message == nullptr || !message->is_string()) {
+    return invalid_response(std::move(reply_id), "error must be an object with an integer code and a string message");
+  }
+  ErrorResponse out{std::move(id), static_cast<ErrorCode>(code->get_int64()), std::string(message->get_string()),
+                    nullptr};
+  if (json::value* data = err->if_contains("data")) out.data = std::move(*data);
+  return out;
 }
 
 }  // namespace
@@ -27,29 +62,29 @@ Decoded decode_frame(std::string_view frame) {
   // session log later (util/json_limits.hpp).
   json::value doc = json::parse(frame, ec, {}, util::input_parse_options());
   if (ec) {
-    return ErrorReply{nullptr, ErrorCode::parse_error, "Parse error: " + ec.message(), nullptr};
+    return Invalid{ErrorResponse{nullptr, ErrorCode::parse_error, "Parse error: " + ec.message(), nullptr}};
   }
   if (doc.is_array()) return invalid(nullptr, "batch requests are not supported");
   if (!doc.is_object()) return invalid(nullptr, "Invalid Request: a message must be a JSON object");
 
   json::object& obj = doc.get_object();
   const json::value* id = obj.if_contains("id");
-  const json::value* method = obj.if_contains("method");
-
-  // Directional protocol: responses and notifications from a client are
-  // dropped, never matched against anything.
-  if (method == nullptr && id != nullptr && (obj.contains("result") || obj.contains("error"))) {
-    return Ignored{};
-  }
-
+  json::value* method = obj.if_contains("method");
   const json::value* version = obj.if_contains("jsonrpc");
   const bool bad_version = version != nullptr && (!version->is_string() || version->get_string() != "2.0");
+
+  if (method == nullptr && id != nullptr && (obj.contains("result") || obj.contains("error"))) {
+    return decode_response(obj, bad_version);
+  }
+
   if (method != nullptr && id == nullptr) {
-    // A valid notification goes unanswered, but an invalid Request object
-    // does not: JSON-RPC 2.0 §5 answers it with -32600 and a null id.
+    // A notification; an invalid one is an invalid Request object, which
+    // JSON-RPC 2.0 §5 answers with -32600 and a null id.
     if (bad_version) return invalid(nullptr, "Invalid Request: jsonrpc must be \"2.0\"");
     if (!method->is_string()) return invalid(nullptr, "Invalid Request: method must be a string");
-    return Ignored{};
+    Notification note{std::string(method->get_string()), nullptr};
+    if (json::value* params = obj.if_contains("params")) note.params = std::move(*params);
+    return note;
   }
 
   json::value reply_id = (id != nullptr && is_valid_id(*id)) ? *id : json::value(nullptr);
@@ -83,7 +118,7 @@ std::string encode_result_json(const json::value& id, std::string_view result_js
   return out;
 }
 
-std::string encode_error(const ErrorReply& error) {
+std::string encode_error(const ErrorResponse& error) {
   json::object err;
   err["code"] = static_cast<int>(error.code);
   err["message"] = error.message;

@@ -83,7 +83,7 @@ asio::awaitable<void> Connection::run() {
       context_.metrics.request_answered(std::nullopt, static_cast<int>(ErrorCode::invalid_request));
       // Built outside the co_await: GCC 12 double-frees temporaries that
       // live across a suspension point.
-      const rpc::ErrorReply oversized{nullptr, ErrorCode::invalid_request,
+      const rpc::ErrorResponse oversized{nullptr, ErrorCode::invalid_request,
                                       "Invalid Request: frame exceeds " +
                                           std::to_string(context_.config.max_frame_bytes) + " bytes",
                                       nullptr};
@@ -109,9 +109,9 @@ asio::awaitable<void> Connection::run() {
     if (auto* request = std::get_if<rpc::Request>(&decoded)) {
       ++inflight_;
       asio::co_spawn(strand_, handle(std::move(*request)), asio::detached);
-    } else if (auto* error = std::get_if<rpc::ErrorReply>(&decoded)) {
-      context_.metrics.request_answered(std::nullopt, static_cast<int>(error->code));
-      std::string frame = rpc::encode_error(*error);
+    } else if (auto* invalid = std::get_if<rpc::Invalid>(&decoded); invalid != nullptr && !invalid->response) {
+      context_.metrics.request_answered(std::nullopt, static_cast<int>(invalid->error.code));
+      std::string frame = rpc::encode_error(invalid->error);
       co_await push(std::move(frame));
       if (guarded && !client_.initialized) {
         spdlog::info("{}: not JSON-RPC before initialize, closing", peer_);

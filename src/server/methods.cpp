@@ -153,7 +153,8 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
   return result;
 }
 
-asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::PromptParams p) {
+/// One attempt of session/prompt, on the session the registry holds for the id.
+asio::awaitable<protocol::PromptResult> prompt_once(ClientState& client, const protocol::PromptParams& p) {
   ServerContext& context = client.context;
   if (client.stopping || context.draining.load(std::memory_order_acquire)) {
     throw RpcError(ErrorCode::shutting_down, "shutting down");
@@ -168,7 +169,7 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   }
 
   harness::PromptInput input;
-  input.content = std::move(p.content_blocks);
+  input.content = p.content_blocks;  // a copy: a second attempt needs them
   input.provider = client.provider;
   input.model = client.model;
   input.max_tokens = client.max_tokens;
@@ -197,6 +198,10 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   try {
     outcome = co_await asio::co_spawn(session->strand(), session->prompt(std::move(input), sink),
                                       asio::use_awaitable);
+  } catch (const store::SessionGone&) {
+    // Another node deleted the session: this node's copy goes too.
+    context.sessions.forget(session);
+    throw;
   } catch (const store::LeaseHeld& held) {
     // The cluster form of the overlap rule: the turn runs on another node.
     context.sessions.stats().overlap_rejections.fetch_add(1, std::memory_order_relaxed);
@@ -214,6 +219,17 @@ asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::Pr
   protocol::PromptResult result;
   result.status = protocol::status_for(outcome.reason, max_tokens_ok);
   result.reason = std::move(outcome.reason);
+  co_return result;
+}
+
+asio::awaitable<protocol::PromptResult> prompt(ClientState& client, protocol::PromptParams p) {
+  try {
+    protocol::PromptResult result = co_await prompt_once(client, p);
+    co_return result;
+  } catch (const store::SessionGone&) {
+    // The id was deleted on another node while loaded here: a new session.
+  }
+  protocol::PromptResult result = co_await prompt_once(client, p);
   co_return result;
 }
 
@@ -478,6 +494,27 @@ asio::awaitable<protocol::UnsubscribeResult> unsubscribe(ClientState& client, pr
   co_return protocol::UnsubscribeResult{.unsubscribed = true};
 }
 
+/// session/delete: an idle session and its log go; the id is free for a
+/// new session afterwards.
+asio::awaitable<protocol::DeleteResult> delete_session(ClientState& client, protocol::DeleteParams p) {
+  const std::string id = store_id(client, p.session_id);
+  harness::SessionRegistry& sessions = client.context.sessions;
+  if (sessions.detach(id) == harness::SessionRegistry::Detach::busy) {
+    throw RpcError(ErrorCode::session_busy, "session already has an active prompt: " + p.session_id,
+                   json::object{{"sessionId", p.session_id}});
+  }
+  bool removed = false;
+  try {
+    removed = co_await sessions.store().remove(id);
+  } catch (const store::LeaseHeld& held) {
+    throw RpcError(ErrorCode::session_busy,
+                   "session already has an active prompt on node " + held.node() + ": " + p.session_id,
+                   json::object{{"sessionId", p.session_id}, {"node", held.node()}});
+  }
+  if (!removed) unknown_session(p.session_id);
+  co_return protocol::DeleteResult{.deleted = true};
+}
+
 protocol::ToolsListResult tools_list(ClientState& client, protocol::ToolsListParams) {
   protocol::ToolsListResult result;
   // A client's sessions are top-level: subagent is on offer unless
@@ -558,6 +595,9 @@ constexpr MethodSpec table[] = {
     {.method = Method::session_answer,
      .requires_initialize = true,
      .invoke = &invoke<protocol::AnswerParams, &answer>},
+    {.method = Method::session_delete,
+     .requires_initialize = true,
+     .invoke = &invoke<protocol::DeleteParams, &delete_session>},
 };
 
 constexpr bool table_in_method_order() {

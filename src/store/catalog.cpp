@@ -47,18 +47,27 @@ void Catalog::advance(Handle entry, const LogPosition& at) {
 void Catalog::found(SessionInfo info) {
   std::lock_guard lock(mutex_);
   auto [it, inserted] = sessions_.try_emplace(info.id);
-  if (inserted || info.last_seq > it->second.last_seq) it->second = std::move(info);
+  if (inserted || it->second.removed || info.last_seq > it->second.last_seq) it->second = std::move(info);
+}
+
+bool Catalog::remove(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second.removed) return false;
+  it->second.removed = true;
+  return true;
 }
 
 bool Catalog::contains(std::string_view id) const {
   std::lock_guard lock(mutex_);
-  return sessions_.find(id) != sessions_.end();
+  auto it = sessions_.find(id);
+  return it != sessions_.end() && !it->second.removed;
 }
 
 std::optional<SessionInfo> Catalog::find(std::string_view id) const {
   std::lock_guard lock(mutex_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return std::nullopt;
+  if (it == sessions_.end() || it->second.removed) return std::nullopt;
   return it->second;
 }
 
@@ -72,6 +81,7 @@ ListPage Catalog::page(const std::optional<std::string>& cursor_text, std::size_
   std::vector<const SessionInfo*> after;
   after.reserve(cursor ? sessions_.size() / 2 : sessions_.size());
   for (const auto& [id, info] : sessions_) {
+    if (info.removed) continue;
     if (!cursor || listed_before(cursor->updated_at, cursor->id, info.updated_at_ms, id)) after.push_back(&info);
   }
   const auto order = [](const SessionInfo* a, const SessionInfo* b) {
@@ -90,7 +100,8 @@ ListPage Catalog::page(const std::optional<std::string>& cursor_text, std::size_
 
 std::size_t Catalog::size() const {
   std::lock_guard lock(mutex_);
-  return sessions_.size();
+  return static_cast<std::size_t>(
+      std::count_if(sessions_.begin(), sessions_.end(), [](const auto& entry) { return !entry.second.removed; }));
 }
 
 }  // namespace harnessd::store

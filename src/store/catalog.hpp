@@ -21,6 +21,9 @@ struct SessionInfo {
   std::int64_t turns = 0;          ///< turns started
   std::optional<std::string> parent;
   bool leased = false;  ///< a node runs a turn of it (stores shared by several nodes)
+  /// The session was deleted: listed and found no more until a log of its
+  /// id is opened again (the entry stays, since handles are never dangling).
+  bool removed = false;
 };
 
 /// Where a log stands after an append.
@@ -56,6 +59,8 @@ class Catalog {
   void advance(Handle entry, const LogPosition& at);
   /// A log found on disk: kept unless the catalog already knows a later state.
   void found(SessionInfo info);
+  /// The session was deleted; false when the catalog did not list it.
+  bool remove(std::string_view id);
 
   bool contains(std::string_view id) const;
   std::optional<SessionInfo> find(std::string_view id) const;

@@ -83,8 +83,9 @@ class SessionLog {
   /// the lease (a subscribe on a node where the session does not run).
   virtual boost::asio::awaitable<CatchUp> catch_up() { co_return CatchUp{}; }
   /// A turn starts: a shared store takes the session's lease here (throws
-  /// LeaseHeld when another live node has it) and returns what the session
-  /// has not seen. Open turns found then are the caller's to close.
+  /// LeaseHeld when another live node has it, SessionGone when another node
+  /// deleted the session) and returns what the session has not seen. Open
+  /// turns found then are the caller's to close.
   virtual boost::asio::awaitable<CatchUp> begin_turn() { co_return CatchUp{}; }
   /// After the turn settled (also after it failed): gives the lease back.
   /// Never throws.
@@ -108,6 +109,14 @@ class LeaseHeld : public std::runtime_error {
  private:
   std::string session_id_;
   std::string node_;
+};
+
+/// A turn found its session deleted from a store several nodes share
+/// (session/delete on another node): this node's copy of it is stale.
+class SessionGone : public std::runtime_error {
+ public:
+  explicit SessionGone(const std::string& session_id)
+      : std::runtime_error("session " + session_id + " was deleted") {}
 };
 
 /// A page of one session's log (session/events): its lines as stored.
@@ -143,6 +152,13 @@ class EventStore {
   virtual boost::asio::awaitable<std::optional<EventPage>> read_events(std::string id, std::int64_t after_seq,
                                                                        std::size_t limit,
                                                                        std::size_t max_bytes) = 0;
+
+  /// Removes a session's log and its session/list entry (session/delete).
+  /// False when the store has no such session. The caller makes sure no
+  /// turn of it runs or starts here (SessionRegistry::detach); a log still
+  /// open then is never written again. A store several nodes share throws
+  /// LeaseHeld while another live node runs a turn of it. Thread-safe.
+  virtual boost::asio::awaitable<bool> remove(std::string id) = 0;
 
   /// "jsonl", "memory" or "postgres", for logs and /healthz.
   virtual std::string_view kind() const = 0;

@@ -277,6 +277,10 @@ boost::asio::awaitable<std::optional<EventPage>> read_on_disk_pool(std::string p
   co_return detail::read_log_page(path, after_seq, limit, max_bytes, index.get(), bytes_read);
 }
 
+boost::asio::awaitable<bool> remove_on_disk_pool(JsonlStore* store, std::string id) {
+  co_return store->remove_now(id);
+}
+
 boost::asio::awaitable<void> scan_on_disk_pool(JsonlStore* store) {
   store->scan_now();
   co_return;
@@ -313,6 +317,31 @@ boost::asio::awaitable<ListPage> JsonlStore::list(std::optional<std::string> cur
     co_await wait.async_wait(boost::asio::use_awaitable);
   }
   co_return catalog_.page(cursor, limit);
+}
+
+boost::asio::awaitable<bool> JsonlStore::remove(std::string id) {
+  const bool removed = co_await boost::asio::co_spawn(disk_->get_executor(), remove_on_disk_pool(this, std::move(id)),
+                                                      boost::asio::use_awaitable);
+  co_return removed;
+}
+
+bool JsonlStore::remove_now(const std::string& id) {
+  const std::string path = (root_ / session_file_name(id)).string();
+  if (::unlink(path.c_str()) != 0) {
+    if (errno != ENOENT) throw_errno("remove " + path);
+    catalog_.remove(id);
+    return false;
+  }
+  // The directory entry's removal is durable before the answer, as a new
+  // log's creation is before its first turn ends.
+  if (::fsync(root_fd_) != 0) throw_errno("sync " + root_.string());
+  {
+    // What readers learned of the old file must not describe a new one.
+    std::lock_guard lock(indexes_mutex_);
+    indexes_.erase(path);
+  }
+  catalog_.remove(id);
+  return true;
 }
 
 std::shared_ptr<detail::LogIndex> JsonlStore::index_for(const std::string& path) {

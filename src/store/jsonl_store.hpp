@@ -40,6 +40,7 @@ class JsonlStore final : public EventStore {
   boost::asio::awaitable<ListPage> list(std::optional<std::string> cursor, std::size_t limit) override;
   boost::asio::awaitable<std::optional<EventPage>> read_events(std::string id, std::int64_t after_seq,
                                                                std::size_t limit, std::size_t max_bytes) override;
+  boost::asio::awaitable<bool> remove(std::string id) override;
   std::string_view kind() const override { return "jsonl"; }
   std::size_t open_logs() const override { return open_logs_.load(std::memory_order_relaxed); }
   void stop() override;
@@ -49,6 +50,8 @@ class JsonlStore final : public EventStore {
   std::unique_ptr<SessionLog> open_now(const SessionHeader& header, OpenMode mode = OpenMode::create);
   /// Reads every log's header and tail into the catalog (blocking file I/O).
   void scan_now();
+  /// remove() on the calling thread (blocking file I/O).
+  bool remove_now(const std::string& id);
 
   const std::filesystem::path& root() const noexcept { return root_; }
 

@@ -47,4 +47,6 @@ boost::asio::awaitable<std::optional<EventPage>> MemoryStore::read_events(std::s
   co_return EventPage{.events = {}, .last_seq = info->last_seq, .more = false};
 }
 
+boost::asio::awaitable<bool> MemoryStore::remove(std::string id) { co_return catalog_.remove(id); }
+
 }  // namespace harnessd::store

@@ -15,6 +15,7 @@ class MemoryStore final : public EventStore {
   boost::asio::awaitable<ListPage> list(std::optional<std::string> cursor, std::size_t limit) override;
   boost::asio::awaitable<std::optional<EventPage>> read_events(std::string id, std::int64_t after_seq,
                                                                std::size_t limit, std::size_t max_bytes) override;
+  boost::asio::awaitable<bool> remove(std::string id) override;
   std::string_view kind() const override { return "memory"; }
   std::size_t open_logs() const override { return open_logs_.load(std::memory_order_relaxed); }
 

@@ -566,6 +566,9 @@ class PostgresLog final : public SessionLog {
     const std::vector<Result> results = co_await conn->run(take);
     const Result& taken = checked(results[0], "taking the session lease");
     if (taken.rows.empty()) {
+      const Statement exists{"SELECT 1 FROM harnessd_sessions WHERE id = $1", {id_}};
+      const Result found = co_await conn->run(exists);
+      if (checked(found, "reading the session").rows.empty()) throw SessionGone(id_);
       state_->leases_refused.fetch_add(1);
       const Result& owner = checked(results[1], "reading the session lease");
       std::string node = owner.rows.empty() || !owner.rows[0][0] ? std::string("(expired)") : *owner.rows[0][0];
@@ -794,6 +797,27 @@ asio::awaitable<std::optional<EventPage>> PostgresStore::read_events(std::string
 }
 
 std::size_t PostgresStore::open_logs() const { return state_->open_logs.load(std::memory_order_relaxed); }
+
+asio::awaitable<bool> PostgresStore::remove(std::string id) {
+  std::shared_ptr<State> state = state_;
+  auto conn = co_await state->acquire();
+  // One statement: the row is locked, and its events and the row go only
+  // when no other live node holds the lease (events first: they reference
+  // the row). The outer SELECT reads the row as it was before.
+  const Statement statement{
+      "WITH target AS (SELECT id, lease_owner, "
+      "(lease_owner IS NULL OR lease_owner = $2 OR lease_until <= now()) AS free "
+      "FROM harnessd_sessions WHERE id = $1 FOR UPDATE), "
+      "events AS (DELETE FROM harnessd_events WHERE session_id IN (SELECT id FROM target WHERE free)), "
+      "gone AS (DELETE FROM harnessd_sessions WHERE id IN (SELECT id FROM target WHERE free) RETURNING id) "
+      "SELECT free, lease_owner FROM target",
+      {id, state->options.node_id}};
+  const Result r = co_await conn->run(statement);
+  checked(r, "deleting session " + id);
+  if (r.rows.empty()) co_return false;
+  if (r.rows[0][0] != std::optional<std::string>("t")) throw LeaseHeld(id, r.rows[0][1].value_or("?"));
+  co_return true;
+}
 
 asio::awaitable<bool> PostgresStore::forward_cancel(std::string session_id) {
   std::shared_ptr<State> state = state_;

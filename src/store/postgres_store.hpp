@@ -39,6 +39,7 @@ class PostgresStore final : public EventStore, public Coordination {
                                                                std::size_t limit, std::size_t max_bytes) override;
   std::string_view kind() const override { return "postgres"; }
   std::size_t open_logs() const override;
+  boost::asio::awaitable<bool> remove(std::string id) override;
   Coordination* coordination() override { return this; }
   /// Starts the group-commit writer and the listener of forwarded cancels and decisions.
   void start() override;

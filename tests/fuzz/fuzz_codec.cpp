@@ -65,7 +65,7 @@ void check_request(const rpc::Request& request) {
   });
 }
 
-void check_error(const rpc::ErrorReply& reply) {
+void check_error(const rpc::ErrorResponse& reply) {
   FUZZ_CHECK(reply.id.is_null() || valid_id(reply.id));
   FUZZ_CHECK(!reply.message.empty());
   const json::value v = reparse(rpc::encode_error(reply));
@@ -78,6 +78,6 @@ void check_error(const rpc::ErrorReply& reply) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t size) {
   const rpc::Decoded decoded = rpc::decode_frame(harnessd::fuzz::as_view(bytes, size));
   if (const auto* request = std::get_if<rpc::Request>(&decoded)) check_request(*request);
-  if (const auto* reply = std::get_if<rpc::ErrorReply>(&decoded)) check_error(*reply);
+  if (const auto* invalid = std::get_if<rpc::Invalid>(&decoded)) check_error(invalid->error);
   return 0;
 }

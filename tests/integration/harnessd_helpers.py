@@ -28,7 +28,8 @@ DEFAULT_BIN = REPO_ROOT / "build" / "harnessd"
 DEFAULT_TIMEOUT = 10.0
 SERVER_NAME = "deepseek-harness-sdk-runtime"
 METHODS = ["initialize", "session/prompt", "session/cancel", "shutdown", "session/list", "session/events",
-           "session/subscribe", "session/unsubscribe", "tools/list", "session/approve", "session/answer"]
+           "session/subscribe", "session/unsubscribe", "tools/list", "session/approve", "session/answer",
+           "session/delete"]
 
 # JSON-RPC error codes (docs/protocol.md §10)
 PARSE_ERROR = -32700

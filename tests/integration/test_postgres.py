@@ -679,6 +679,33 @@ def test_healthz_reports_the_database(spawn, pg_db, db_up):
 # cancel across nodes
 
 
+def test_delete_is_refused_while_another_node_runs_the_turn(spawn, pg_db):
+    a = start_node(spawn, pg_db, "node-a")
+    b = start_node(spawn, pg_db, "node-b")
+    ca, cb = client(a), client(b)
+    pa = ca.prompt("x", LONG)
+    wait_deltas(ca, "x", 2)
+
+    # node-b does not run the turn, but the lease says node-a does.
+    did = cb.request("session/delete", {"sessionId": "x"})
+    assert_busy(cb.response(did, timeout=10), "x", "node-a")
+    assert db_session(pg_db, "x")
+
+    cid = cb.request("session/cancel", {"sessionId": "x"})
+    assert result_of(cb.response(cid, timeout=10)) == {"cancelled": True}
+    assert result_of(ca.response(pa, timeout=15))["status"] == "aborted"
+    # Idle everywhere now: the session and every event go, from any node.
+    did = cb.request("session/delete", {"sessionId": "x"})
+    assert result_of(cb.response(did, timeout=10)) == {"deleted": True}
+    assert db_rows(pg_db, "x") == []
+    lid = ca.request("session/list", {})
+    assert "x" not in [s["sessionId"] for s in result_of(ca.response(lid, timeout=10))["sessions"]]
+    # node-a still had the session loaded: its next prompt starts afresh too.
+    resp, events = ca.run_prompt("x", "hello")
+    assert result_of(resp)["status"] == "ok"
+    assert events[0]["seq"] == 0 and events[0]["data"]["turn"] == 0
+
+
 def test_cancel_sent_to_another_node_stops_the_turn(spawn, pg_db):
     a = start_node(spawn, pg_db, "node-a")
     b = start_node(spawn, pg_db, "node-b")

@@ -41,6 +41,7 @@ namespace {
 namespace asio = boost::asio;
 namespace json = boost::json;
 using namespace harnessd::client;
+namespace protocol = harnessd::protocol;
 using namespace std::chrono_literals;
 
 // ---------------------------------------------------------------------------
@@ -366,11 +367,11 @@ TEST_CASE("client: error responses become RpcError with code, message and data")
 namespace {
 
 struct ReaderState {
-  InitializeResult init;
-  SessionList first;
-  SessionList second;
-  SessionEvents events;
-  SessionEvents defaults;
+  protocol::InitializeResult init;
+  protocol::ListResult first;
+  protocol::ListResult second;
+  protocol::EventsResult events;
+  protocol::EventsResult defaults;
   std::int64_t subscribed_last_seq = -2;
   std::vector<std::string> delivered;  // "SESSION:SEQ" of what the subscription handler saw
   std::size_t delivered_before_response = 0;
@@ -379,14 +380,14 @@ struct ReaderState {
 };
 
 asio::awaitable<void> reader_calls(Client& client, ReaderState& state) {
-  InitializeOptions init;
-  init.on_disconnect = OnDisconnect::continue_running;
+  protocol::InitializeParams init;
+  init.on_disconnect = protocol::OnDisconnect::continue_running;
   state.init = co_await client.initialize(std::move(init));
 
-  SessionListOptions first;
+  protocol::ListParams first;
   first.limit = 2;
   state.first = co_await client.session_list(std::move(first));
-  SessionListOptions second;
+  protocol::ListParams second;
   second.cursor = state.first.next_cursor;
   state.second = co_await client.session_list(std::move(second));
 
@@ -475,7 +476,7 @@ TEST_CASE("client: session/list, session/events, session/subscribe and session/u
   // session/list: typed entries, the cursor passed back.
   CHECK(server.received[1].at("params") == json::parse(R"({"limit":2})"));
   REQUIRE(state.first.sessions.size() == 2);
-  const SessionSummary& child = state.first.sessions[0];
+  const protocol::SessionSummary& child = state.first.sessions[0];
   CHECK(child.session_id == "S.sub-1-ab");
   CHECK(child.created_at == 10);
   CHECK(child.updated_at == 12);
@@ -483,7 +484,6 @@ TEST_CASE("client: session/list, session/events, session/subscribe and session/u
   CHECK(child.turns == 1);
   CHECK_FALSE(child.running);
   CHECK(child.parent_session_id == std::optional<std::string>("S"));
-  CHECK(child.raw.at("sessionId") == "S.sub-1-ab");
   CHECK(state.first.sessions[1].running);
   CHECK_FALSE(state.first.sessions[1].parent_session_id);
   CHECK(state.first.next_cursor == std::optional<std::string>("12 S"));
@@ -494,10 +494,10 @@ TEST_CASE("client: session/list, session/events, session/subscribe and session/u
 
   // session/events: params as given (limit 0 leaves the daemon's default).
   CHECK(server.received[3].at("params") == json::parse(R"({"sessionId":"S","afterSeq":3,"limit":2})"));
-  CHECK(server.received[4].at("params") == json::parse(R"({"sessionId":"S","afterSeq":-1})"));
+  CHECK(server.received[4].at("params") == json::parse(R"({"sessionId":"S"})"));
   REQUIRE(state.events.events.size() == 2);
-  CHECK(state.events.events[0].at("type") == "step/start");
-  CHECK(state.events.events[1].at("seq") == 5);
+  CHECK(json::parse(state.events.events[0]).at("type") == "step/start");
+  CHECK(json::parse(state.events.events[1]).at("seq") == 5);
   CHECK(state.events.last_seq == 21);
   CHECK(state.events.more);
 
@@ -556,7 +556,7 @@ namespace {
 asio::awaitable<void> expect_reader_protocol_error(Client& client, std::string method, bool& thrown) {
   try {
     if (method == "session/list") {
-      SessionListOptions options;
+      protocol::ListParams options;
       co_await client.session_list(std::move(options));
     } else if (method == "session/events") {
       std::string session = "S";
@@ -733,14 +733,14 @@ class NetworkDaemon {
 };
 
 struct RealTurn {
-  InitializeResult init;
+  protocol::InitializeResult init;
   TurnResult result;
   TurnResult second;
   TurnResult subagent;
 };
 
 asio::awaitable<void> hello_turns(Client& client, RealTurn& out, bool shutdown) {
-  InitializeOptions init;
+  protocol::InitializeParams init;
   out.init = co_await client.initialize(std::move(init));
   Harness harness(client);
   std::string session = "real";
@@ -798,7 +798,7 @@ asio::awaitable<void> connect_and_run(asio::any_io_executor executor, std::strin
 }
 
 asio::awaitable<void> dead_daemon(Client& client, std::string& what) {
-  InitializeOptions init;
+  protocol::InitializeParams init;
   try {
     co_await client.initialize(std::move(init));
   } catch (const TransportClosed& e) {
@@ -828,7 +828,7 @@ struct ToolsTurn {
 
 /// initialize with a read-only sandbox, tools/list, then a write the sandbox refuses.
 asio::awaitable<void> tools_turns(Client& client, std::string cwd, ToolsTurn& out) {
-  InitializeOptions init;
+  protocol::InitializeParams init;
   init.cwd = std::move(cwd);
   init.provider = "scripted";
   init.sandbox = "read-only";
@@ -973,14 +973,14 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
   {
     NetworkDaemon daemon("tcp", {"--session-root", root.string()});
     std::unique_ptr<BlockingClient> a = BlockingClient::connect(daemon.url());
-    const InitializeResult init = a->initialize().get();
+    const protocol::InitializeResult init = a->initialize().get();
     REQUIRE(init.supports("session/subscribe"));
-    CHECK(a->session_prompt("R", "hello").get().status == "ok");
+    CHECK(a->session_prompt("R", "hello").get().status == protocol::TurnStatus::ok);
 
     // session/list
-    const SessionList list = a->session_list().get();
+    const protocol::ListResult list = a->session_list().get();
     const auto r = std::find_if(list.sessions.begin(), list.sessions.end(),
-                                [](const SessionSummary& s) { return s.session_id == "R"; });
+                                [](const protocol::SessionSummary& s) { return s.session_id == "R"; });
     REQUIRE(r != list.sessions.end());
     CHECK(r->last_seq == 10);
     CHECK(r->turns == 1);
@@ -989,15 +989,15 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
     CHECK(r->updated_at >= r->created_at);
 
     // session/events, whole and in pages
-    const SessionEvents all = a->session_events("R").get();
+    const protocol::EventsResult all = a->session_events("R").get();
     REQUIRE(all.events.size() == 11);
-    CHECK(all.events.front().at("type") == "turn/start");
-    CHECK(all.events.back().at("type") == "turn/end");
+    CHECK(json::parse(all.events.front()).at("type") == "turn/start");
+    CHECK(json::parse(all.events.back()).at("type") == "turn/end");
     CHECK(all.last_seq == 10);
     CHECK_FALSE(all.more);
-    const SessionEvents page = a->session_events("R", 2, 3).get();
+    const protocol::EventsResult page = a->session_events("R", 2, 3).get();
     REQUIRE(page.events.size() == 3);
-    CHECK(page.events.front().at("seq") == 3);
+    CHECK(json::parse(page.events.front()).at("seq") == 3);
     CHECK(page.more);
     try {
       a->session_events("no-such-session").get();
@@ -1019,7 +1019,7 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
     EventCollector live;
     SessionSubscription following = b->session_subscribe("R", 10, live.handler()).get();
     CHECK(following.last_seq == 10);
-    CHECK(a->session_prompt("R", "@chunks 3 4").get().status == "ok");
+    CHECK(a->session_prompt("R", "@chunks 3 4").get().status == protocol::TurnStatus::ok);
     REQUIRE(live.ended.get_future().wait_for(10s) == std::future_status::ready);
     const std::vector<std::int64_t> seqs = live.seqs();
     REQUIRE_FALSE(seqs.empty());
@@ -1029,10 +1029,10 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
 
     // onDisconnect continue: the turn outlives its connection; a subscriber sees it end.
     std::unique_ptr<BlockingClient> c = BlockingClient::connect(daemon.url());
-    InitializeOptions detach;
-    detach.on_disconnect = OnDisconnect::continue_running;
+    protocol::InitializeParams detach;
+    detach.on_disconnect = protocol::OnDisconnect::continue_running;
     c->initialize(detach).get();
-    std::future<SessionPromptResponse> detached = c->session_prompt("D", "@chunks 20 4\n@delay 20");
+    std::future<protocol::PromptResult> detached = c->session_prompt("D", "@chunks 20 4\n@delay 20");
     std::this_thread::sleep_for(100ms);  // the turn is running
     c.reset();                           // the connection ends
     CHECK_THROWS_AS(detached.get(), TransportClosed);
@@ -1050,6 +1050,26 @@ TEST_CASE("client: real harnessd session/list, session/events, session/subscribe
     CHECK(rest.events.front().at("seq") == 0);
   }
   std::filesystem::remove_all(root);
+}
+
+TEST_CASE("client: session/delete against a real harnessd, typed") {
+  NetworkDaemon daemon("tcp", {"--store", "memory"});
+  std::unique_ptr<BlockingClient> client = BlockingClient::connect(daemon.url());
+  REQUIRE(client->initialize().get().supports("session/delete"));
+  CHECK(client->session_prompt("D", "hello").get().status == protocol::TurnStatus::ok);
+  CHECK(client->session_delete("D").get().deleted);
+  const protocol::ListResult list = client->session_list().get();
+  CHECK(std::none_of(list.sessions.begin(), list.sessions.end(),
+                     [](const protocol::SessionSummary& s) { return s.session_id == "D"; }));
+  try {
+    client->session_delete("D").get();
+    FAIL("a second session/delete succeeded");
+  } catch (const RpcError& e) {
+    CHECK(e.code() == -32602);
+    CHECK(std::string(e.what()) == "unknown session: D");
+    CHECK(e.data() == json::parse(R"({"sessionId":"D"})"));
+  }
+  client->close().get();
 }
 
 TEST_CASE("client: a tls:// URL on a plain NDJSON port fails its handshake with a ClientError") {
@@ -1087,7 +1107,7 @@ struct DecisionTurns {
 /// rejected with a message, then a question is answered; every decision is
 /// sent from the notification handler, as an interactive client would.
 asio::awaitable<void> decision_turns(Client& client, std::string cwd, DecisionTurns& out) {
-  InitializeOptions init;
+  protocol::InitializeParams init;
   init.cwd = std::move(cwd);
   init.provider = "scripted";
   init.approval_policy = protocol::ApprovalPolicy::ask;

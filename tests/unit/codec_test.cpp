@@ -10,10 +10,20 @@ using namespace harnessd::rpc;
 namespace json = boost::json;
 
 namespace {
-ErrorReply expect_error(std::string_view frame) {
+/// The error a server answers `frame` with.
+ErrorResponse expect_error(std::string_view frame) {
   Decoded d = decode_frame(frame);
-  REQUIRE_MESSAGE(std::holds_alternative<ErrorReply>(d), "frame: " << frame);
-  return std::get<ErrorReply>(d);
+  REQUIRE_MESSAGE(std::holds_alternative<Invalid>(d), "frame: " << frame);
+  CHECK_FALSE(std::get<Invalid>(d).response);
+  return std::get<Invalid>(d).error;
+}
+
+/// The complaint about a response-shaped frame, which a server drops.
+ErrorResponse expect_bad_response(std::string_view frame) {
+  Decoded d = decode_frame(frame);
+  REQUIRE_MESSAGE(std::holds_alternative<Invalid>(d), "frame: " << frame);
+  CHECK(std::get<Invalid>(d).response);
+  return std::get<Invalid>(d).error;
 }
 }  // namespace
 
@@ -36,7 +46,7 @@ TEST_CASE("jsonrpc may be absent and ids may be strings; params absent reads as 
 TEST_CASE("not JSON and invalid UTF-8 are parse errors with a null id") {
   for (std::string_view frame : {std::string_view("garbage"), std::string_view("{\"id\":1,"),
                                  std::string_view("{\"id\":1,\"method\":\"\xff\xfe\"}")}) {
-    ErrorReply e = expect_error(frame);
+    ErrorResponse e = expect_error(frame);
     CHECK(e.code == ErrorCode::parse_error);
     CHECK(e.id.is_null());
   }
@@ -44,7 +54,7 @@ TEST_CASE("not JSON and invalid UTF-8 are parse errors with a null id") {
 
 TEST_CASE("JSON that is not an object is an invalid request") {
   for (std::string_view frame : {"5", "\"text\"", "null", "true"}) {
-    ErrorReply e = expect_error(frame);
+    ErrorResponse e = expect_error(frame);
     CHECK(e.code == ErrorCode::invalid_request);
     CHECK(e.id.is_null());
   }
@@ -52,14 +62,14 @@ TEST_CASE("JSON that is not an object is an invalid request") {
 
 TEST_CASE("batches are refused with one error") {
   for (std::string_view frame : {"[]", R"([{"jsonrpc":"2.0","id":1,"method":"initialize"}])"}) {
-    ErrorReply e = expect_error(frame);
+    ErrorResponse e = expect_error(frame);
     CHECK(e.code == ErrorCode::invalid_request);
     CHECK(e.message == "batch requests are not supported");
   }
 }
 
 TEST_CASE("a wrong jsonrpc version is refused, keeping a readable id") {
-  ErrorReply e = expect_error(R"({"jsonrpc":"1.0","id":3,"method":"initialize"})");
+  ErrorResponse e = expect_error(R"({"jsonrpc":"1.0","id":3,"method":"initialize"})");
   CHECK(e.code == ErrorCode::invalid_request);
   CHECK(e.id == json::value(3));
   CHECK(expect_error(R"({"jsonrpc":2,"id":3,"method":"x"})").code == ErrorCode::invalid_request);
@@ -69,39 +79,78 @@ TEST_CASE("ids of other types than string or integer are refused with a null id"
   for (std::string_view frame : {R"({"id":1.5,"method":"x"})", R"({"id":{},"method":"x"})",
                                  R"({"id":true,"method":"x"})", R"({"id":null,"method":"x"})",
                                  R"({"id":[1],"method":"x"})"}) {
-    ErrorReply e = expect_error(frame);
+    ErrorResponse e = expect_error(frame);
     CHECK(e.code == ErrorCode::invalid_request);
     CHECK(e.id.is_null());
   }
 }
 
 TEST_CASE("a method that is not a string is refused with the request id") {
-  ErrorReply e = expect_error(R"({"id":9,"method":42})");
+  ErrorResponse e = expect_error(R"({"id":9,"method":42})");
   CHECK(e.code == ErrorCode::invalid_request);
   CHECK(e.id == json::value(9));
   CHECK(expect_error(R"({"id":9})").code == ErrorCode::invalid_request);
   CHECK(expect_error(R"({})").code == ErrorCode::invalid_request);
 }
 
-TEST_CASE("client responses and notifications are ignored, never answered") {
-  CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","id":1,"result":{}})")));
-  CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","id":1,"error":{"code":1}})")));
-  CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"jsonrpc":"2.0","method":"note","params":{}})")));
-  CHECK(std::holds_alternative<Ignored>(decode_frame(R"({"method":"note"})")));
+TEST_CASE("responses decode with their id and result or error") {
+  Decoded d = decode_frame(R"({"jsonrpc":"2.0","id":1,"result":{"cancelled":true}})");
+  REQUIRE(std::holds_alternative<Response>(d));
+  CHECK(std::get<Response>(d).id == json::value(1));
+  CHECK(std::get<Response>(d).result == json::parse(R"({"cancelled":true})"));
+
+  d = decode_frame(R"({"jsonrpc":"2.0","id":"a","error":{"code":-32001,"message":"busy","data":{"sessionId":"s"}}})");
+  REQUIRE(std::holds_alternative<ErrorResponse>(d));
+  const ErrorResponse& e = std::get<ErrorResponse>(d);
+  CHECK(e.id == json::value("a"));
+  CHECK(e.code == ErrorCode::session_busy);
+  CHECK(e.message == "busy");
+  CHECK(e.data.at("sessionId") == json::value("s"));
+
+  // The answer to an unreadable frame has a null id; codes are any integer.
+  d = decode_frame(R"({"jsonrpc":"2.0","id":null,"error":{"code":7,"message":"odd"}})");
+  REQUIRE(std::holds_alternative<ErrorResponse>(d));
+  CHECK(std::get<ErrorResponse>(d).id.is_null());
+  CHECK(static_cast<int>(std::get<ErrorResponse>(d).code) == 7);
+  CHECK(std::get<ErrorResponse>(d).data.is_null());
+}
+
+TEST_CASE("malformed responses are invalid, marked as responses, with the id when readable") {
+  ErrorResponse e = expect_bad_response(R"({"jsonrpc":"2.0","id":1,"error":{"code":1}})");
+  CHECK(e.id == json::value(1));
+  CHECK(e.message == "Invalid Response: error must be an object with an integer code and a string message");
+  e = expect_bad_response(R"({"jsonrpc":"2.0","id":2,"result":{},"error":{"code":1,"message":"x"}})");
+  CHECK(e.id == json::value(2));
+  CHECK(e.message == "Invalid Response: a response has either result or error, not both");
+  CHECK(expect_bad_response(R"({"id":3,"error":"boom"})").id == json::value(3));
+  CHECK(expect_bad_response(R"({"id":4,"error":{"code":1.5,"message":"x"}})").id == json::value(4));
+  CHECK(expect_bad_response(R"({"jsonrpc":"1.0","id":5,"result":1})").message ==
+        "Invalid Response: jsonrpc must be \"2.0\"");
+  CHECK(expect_bad_response(R"({"id":[1],"result":1})").id.is_null());
+}
+
+TEST_CASE("notifications decode with their method and params") {
+  Decoded d = decode_frame(R"({"jsonrpc":"2.0","method":"note","params":{"a":1}})");
+  REQUIRE(std::holds_alternative<Notification>(d));
+  CHECK(std::get<Notification>(d).method == "note");
+  CHECK(std::get<Notification>(d).params.at("a") == json::value(1));
+  d = decode_frame(R"({"method":"note"})");
+  REQUIRE(std::holds_alternative<Notification>(d));
+  CHECK(std::get<Notification>(d).params.is_null());
 }
 
 TEST_CASE("an invalid Request object without id is answered -32600 with a null id (JSON-RPC 2.0 §5)") {
   for (const char* frame : {R"({"jsonrpc":"2.0","method":1,"params":"bar"})", R"({"method":null})",
                             R"({"jsonrpc":"2.0","method":{}})"}) {
     CAPTURE(frame);
-    ErrorReply e = expect_error(frame);
+    ErrorResponse e = expect_error(frame);
     CHECK(e.code == ErrorCode::invalid_request);
     CHECK(e.id.is_null());
     CHECK(e.message == "Invalid Request: method must be a string");
   }
   for (const char* frame : {R"({"jsonrpc":"3.0","method":"x"})", R"({"jsonrpc":2,"method":"x"})"}) {
     CAPTURE(frame);
-    ErrorReply e = expect_error(frame);
+    ErrorResponse e = expect_error(frame);
     CHECK(e.code == ErrorCode::invalid_request);
     CHECK(e.id.is_null());
     CHECK(e.message == "Invalid Request: jsonrpc must be \"2.0\"");

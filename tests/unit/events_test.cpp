@@ -19,8 +19,8 @@ TEST_CASE("turn and step events") {
   CHECK(data_of(TurnStart{3}) == R"({"turn":3,"trigger":{"kind":"message","source":{"kind":"user"}}})");
   CHECK(data_of(UserMessage{json::array{json::object{{"type", "text"}, {"text", "hi"}}}}) ==
         R"({"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}})");
-  CHECK(data_of(StepStart{3, 1}) == R"({"turn":3,"step":1})");
-  CHECK(data_of(StepEnd{3, 1}) == R"({"turn":3,"step":1})");
+  CHECK(data_of(StepEvent::start(3, 1)) == R"({"turn":3,"step":1})");
+  CHECK(data_of(StepEvent::end(3, 1)) == R"({"turn":3,"step":1})");
   CHECK(data_of(TurnEnd{3, TurnEndReason::aborted("cancelled")}) ==
         R"({"turn":3,"reason":{"kind":"aborted","reason":"cancelled"}})");
   CHECK(TurnStart::type == "turn/start");

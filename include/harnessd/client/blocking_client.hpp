@@ -35,9 +35,9 @@ class BlockingClient {
   BlockingClient(const BlockingClient&) = delete;
   BlockingClient& operator=(const BlockingClient&) = delete;
 
-  std::future<InitializeResult> initialize(InitializeOptions options = {});
+  std::future<protocol::InitializeResult> initialize(protocol::InitializeParams params = {});
   std::future<boost::json::value> request(std::string method, boost::json::value params);
-  std::future<SessionPromptResponse> session_prompt(std::string session_id, std::string text);
+  std::future<protocol::PromptResult> session_prompt(std::string session_id, std::string text);
   std::future<bool> session_cancel(std::string session_id);
   std::future<protocol::DecisionResult> session_approve(std::string session_id, std::string approval_id,
                                                         protocol::ApprovalOutcome outcome,
@@ -45,9 +45,10 @@ class BlockingClient {
   std::future<protocol::DecisionResult> session_answer(std::string session_id, std::string question_id,
                                                        std::vector<protocol::Answer> answers);
   std::future<void> shutdown();
-  std::future<SessionList> session_list(SessionListOptions options = {});
-  std::future<SessionEvents> session_events(std::string session_id, std::int64_t after_seq = -1,
-                                            std::int64_t limit = 0);
+  std::future<protocol::ListResult> session_list(protocol::ListParams params = {});
+  std::future<protocol::EventsResult> session_events(std::string session_id, std::int64_t after_seq = -1,
+                                                     std::int64_t limit = 0);
+  std::future<protocol::DeleteResult> session_delete(std::string session_id);
   /// `on_event` runs on the background thread (see Client::session_subscribe).
   std::future<SessionSubscription> session_subscribe(std::string session_id, std::optional<std::int64_t> after_seq,
                                                      NotificationHandler on_event);

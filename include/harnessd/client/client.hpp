@@ -1,12 +1,15 @@
-// The C++ client of the directional protocol (docs/protocol.md): it only sends
-// requests, matches responses by the ids it generated and hands notifications
-// to per-session subscribers. It cannot send a notification or answer a request.
+// The C++ client of the directional protocol (docs/protocol.md): it only
+// sends requests, matches responses by the ids it generated and hands
+// notifications to per-session subscribers. It cannot send a notification or
+// answer a request. Params and results are the protocol's own types
+// (harnessd/protocol), read and written with their JSON conversions.
 #pragma once
 
 #include "harnessd/client/client_transport.hpp"
 #include "harnessd/client/errors.hpp"
 #include "harnessd/protocol/events.hpp"
 #include "harnessd/protocol/messages.hpp"
+#include "harnessd/protocol/methods.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -48,96 +51,10 @@ struct Response {
   std::uint64_t frame_index = 0;
 };
 
-/// What the daemon does with this connection's running turns when the
-/// connection drops (protocol §4.6).
-enum class OnDisconnect {
-  cancel,            ///< "cancel" (the daemon's default): they end aborted, reason "connection closed"
-  continue_running,  ///< "continue": they run to their end detached, logged and seen by subscribers
-};
-
-struct InitializeOptions {
-  std::optional<std::string> cwd;
-  std::optional<std::string> provider;
-  std::optional<std::string> model;
-  std::optional<std::int64_t> max_tokens;
-  std::optional<std::string> client_name = "harnessd-cpp-client";
-  std::optional<std::string> client_version;
-  std::optional<std::int64_t> protocol_version = 1;
-  std::optional<std::string> auth_token;
-  /// Absent: not sent, the daemon's default (cancel) applies.
-  std::optional<OnDisconnect> on_disconnect;
-  /// initialize.sandbox: "read-only", "workspace-write" (the daemon's
-  /// default when absent) or "danger-full-access" (stdio, or a daemon run
-  /// with --allow-full-access); sent as given, the daemon checks it.
-  std::optional<std::string> sandbox;
-  /// initialize.approvalPolicy. Absent: not sent, the daemon's default
-  /// applies (`never` on stdio, `ask` on network listeners, unless the
-  /// daemon was started with --approval-policy). Under `ask`, tool calls
-  /// that may change something wait for session_approve().
-  std::optional<protocol::ApprovalPolicy> approval_policy;
-};
-
-struct InitializeResult {
-  std::string server_name;  ///< wire-stable "deepseek-harness-sdk-runtime"
-  std::string server_version;
-  std::int64_t protocol_version = 0;
-  /// capabilities.methods: the requests this daemon serves (empty if it sent none).
-  std::vector<std::string> methods;
-  boost::json::object raw;  ///< the whole result, capabilities included
-
-  /// True when capabilities.methods lists `method` (e.g. "session/subscribe").
-  bool supports(std::string_view method) const;
-};
-
-/// session/list parameters; unset fields are not sent (daemon defaults).
-struct SessionListOptions {
-  std::optional<std::int64_t> limit;   ///< 1..1000, daemon default 100
-  std::optional<std::string> cursor;   ///< a SessionList::next_cursor
-};
-
-/// One entry of session/list.
-struct SessionSummary {
-  std::string session_id;
-  std::int64_t created_at = 0;  ///< epoch ms, from the log header
-  std::int64_t updated_at = 0;  ///< epoch ms of the last logged event (or created_at)
-  std::int64_t last_seq = -1;   ///< -1: no events yet
-  std::int64_t turns = 0;       ///< turns started
-  bool running = false;         ///< a turn runs or waits on the daemon now (detached ones too)
-  std::optional<std::string> parent_session_id;  ///< set for child (subagent) sessions
-  boost::json::object raw;      ///< the entry as the daemon sent it
-};
-
-/// One page of session/list, most recently updated first.
-struct SessionList {
-  std::vector<SessionSummary> sessions;
-  /// Present when more sessions follow: pass it back as SessionListOptions::cursor.
-  std::optional<std::string> next_cursor;
-};
-
-/// One page of session/events, oldest first.
-struct SessionEvents {
-  /// Each is the `params.event` of the event's session.event notification:
-  /// {type, seq, time, data}.
-  std::vector<boost::json::object> events;
-  std::int64_t last_seq = -1;  ///< the session's last logged seq when the page was read
-  bool more = false;           ///< events after the page's last one exist
-};
-
-/// Throw ProtocolError unless `result` has the documented shape.
-SessionList parse_session_list_result(const boost::json::value& result);
-SessionEvents parse_session_events_result(const boost::json::value& result);
-/// tools/list's {tools: [{name, description, inputSchema, readOnly, source}]}.
-protocol::ToolsListResult parse_tools_list_result(const boost::json::value& result);
-
-/// The validated answer to session/prompt.
-struct SessionPromptResponse {
-  std::string status;          ///< "ok", "error" or "aborted"
-  boost::json::object reason;  ///< TurnEndReason; reason.at("kind") is a string
-};
-
-/// Throws ProtocolError unless `result` is {status: ok|error|aborted,
-/// reason: {kind: STRING, ...}}.
-SessionPromptResponse parse_session_prompt_result(const boost::json::value& result);
+/// `result` read as T, a result type of harnessd/protocol (value_to);
+/// ProtocolError naming `method` when it has another shape.
+template <class T>
+T read_result(const boost::json::value& result, std::string_view method);
 
 /// The `event` ({type, seq, time, data}) of a session.event notification;
 /// nullptr for other notifications.
@@ -222,7 +139,10 @@ class Client {
   ~Client();
 
   /// `initialize`; throws RpcError (e.g. unknown provider) or ProtocolError.
-  boost::asio::awaitable<InitializeResult> initialize(InitializeOptions options);
+  /// Unset clientInfo and protocolVersion are sent as this client's
+  /// ({"name":"harnessd-cpp-client"}, 1); other unset fields are not sent,
+  /// so the daemon's defaults apply.
+  boost::asio::awaitable<protocol::InitializeResult> initialize(protocol::InitializeParams params = {});
 
   /// Sends a request and returns its result; throws RpcError for an error
   /// response, TransportClosed when the connection ends first.
@@ -233,7 +153,7 @@ class Client {
 
   /// `session/prompt` with one text block. Resolves after the turn settled
   /// (every notification of the turn has been delivered by then).
-  boost::asio::awaitable<SessionPromptResponse> session_prompt(std::string session_id, std::string text);
+  boost::asio::awaitable<protocol::PromptResult> session_prompt(std::string session_id, std::string text);
 
   /// `session/cancel`; true when a running turn was cancelled.
   boost::asio::awaitable<bool> session_cancel(std::string session_id);
@@ -263,13 +183,19 @@ class Client {
 
   /// `session/list`: one page of the daemon's sessions, most recently updated
   /// first. Page on with the result's next_cursor until it is absent.
-  boost::asio::awaitable<SessionList> session_list(SessionListOptions options);
+  boost::asio::awaitable<protocol::ListResult> session_list(protocol::ListParams params = {});
 
   /// `session/events`: logged events of a session with seq > after_seq
   /// (-1: from the start), at most `limit` (1..1000; 0: the daemon's default
   /// of 200). An unknown session is RpcError -32602 "unknown session: ID".
-  boost::asio::awaitable<SessionEvents> session_events(std::string session_id, std::int64_t after_seq = -1,
-                                                       std::int64_t limit = 0);
+  /// Each event is JSON text, the log's line as the daemon sent it.
+  boost::asio::awaitable<protocol::EventsResult> session_events(std::string session_id, std::int64_t after_seq = -1,
+                                                                std::int64_t limit = 0);
+
+  /// `session/delete`: removes an idle session and its log. A session whose
+  /// turn runs is RpcError -32001; an unknown one RpcError -32602
+  /// "unknown session: ID".
+  boost::asio::awaitable<protocol::DeleteResult> session_delete(std::string session_id);
 
   /// `session/subscribe`: follow a session that any connection runs. `on_event`
   /// (may be empty) is registered before the request goes out and then sees,
@@ -307,5 +233,19 @@ class Client {
  private:
   std::shared_ptr<detail::ClientCore> core_;
 };
+
+namespace detail {
+[[noreturn]] void throw_malformed_result(std::string_view method, const std::exception& problem,
+                                         const boost::json::value& result);
+}  // namespace detail
+
+template <class T>
+T read_result(const boost::json::value& result, std::string_view method) {
+  try {
+    return boost::json::value_to<T>(result);
+  } catch (const std::exception& e) {
+    detail::throw_malformed_result(method, e, result);
+  }
+}
 
 }  // namespace harnessd::client

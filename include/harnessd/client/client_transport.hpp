@@ -83,7 +83,7 @@ struct ConnectOptions {
   bool insecure = false;
   /// ws:// and wss://: sent as `Authorization: Bearer TOKEN` on the upgrade
   /// (never in the URL, where proxies and logs would keep it). NDJSON
-  /// daemons take the token in initialize (InitializeOptions::auth_token).
+  /// daemons take the token in initialize (protocol::InitializeParams::auth_token).
   std::string bearer_token;
 };
 

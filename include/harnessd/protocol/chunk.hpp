@@ -5,6 +5,7 @@
 
 #include <boost/json/object.hpp>
 #include <boost/json/value_from.hpp>
+#include <boost/json/value_to.hpp>
 
 #include <string>
 #include <string_view>
@@ -56,5 +57,8 @@ void append_json(std::string& out, const Chunk& chunk);
 
 /// The chunk's JSON object (tests, tools; the hot path uses append_json).
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Chunk& chunk);
+/// A chunk read back (clients, tests); throws std::invalid_argument for
+/// another shape or an unknown chunk type.
+Chunk tag_invoke(boost::json::value_to_tag<Chunk>, const boost::json::value& value);
 
 }  // namespace harnessd::protocol

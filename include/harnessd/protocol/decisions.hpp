@@ -24,9 +24,11 @@ std::optional<ApprovalOutcome> parse_approval_outcome(std::string_view text);
 /// Who settled a wait: a client's request, the timeout, or the turn's cancel.
 enum class DecisionSource { client, timeout, cancel };
 std::string_view to_string(DecisionSource source);  ///< "client", "timeout", "cancel"
+std::optional<DecisionSource> parse_decision_source(std::string_view text);
 
 /// How a question was settled.
 enum class QuestionOutcome { answered, cancelled, timeout };
 std::string_view to_string(QuestionOutcome outcome);  ///< "answered", "cancelled", "timeout"
+std::optional<QuestionOutcome> parse_question_outcome(std::string_view text);
 
 }  // namespace harnessd::protocol

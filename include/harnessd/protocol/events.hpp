@@ -32,16 +32,18 @@ struct UserMessage {
   boost::json::array content;  ///< the prompt's validated content blocks
 };
 
-struct StepStart {
-  static constexpr std::string_view type = "step/start";
+/// step/start and step/end: the same data, told apart by `type`. Reading
+/// data back cannot tell them apart: value_to leaves `type` at step/start,
+/// and a reader that needs the edge takes it from the event's `type`.
+struct StepEvent {
+  static constexpr std::string_view start_type = "step/start";
+  static constexpr std::string_view end_type = "step/end";
+  std::string_view type = start_type;  ///< start_type or end_type
   std::int64_t turn = 0;
   int step = 0;
-};
 
-struct StepEnd {
-  static constexpr std::string_view type = "step/end";
-  std::int64_t turn = 0;
-  int step = 0;
+  static StepEvent start(std::int64_t turn, int step) { return {start_type, turn, step}; }
+  static StepEvent end(std::int64_t turn, int step) { return {end_type, turn, step}; }
 };
 
 /// One block of an assistant message: text or reasoning (`text`), or a tool
@@ -52,6 +54,15 @@ struct ContentBlock {
   std::string id;
   std::string name;
   std::string arguments;
+};
+
+/// assistant/chunk: one streamed chunk of a step. The turn writes these on
+/// its hot path without this type (append_json); clients and tests read them.
+struct AssistantChunk {
+  static constexpr std::string_view type = "assistant/chunk";
+  std::int64_t turn = 0;
+  int step = 0;
+  Chunk chunk;
 };
 
 struct AssistantMessage {
@@ -150,10 +161,14 @@ struct QuestionResolved {
   QuestionOutcome outcome = QuestionOutcome::answered;
 };
 
+// Each event's `data` object, both ways: value_from writes it as the log
+// and the notifications carry it; value_to reads it back (clients, the
+// session's replay of its log) and throws std::invalid_argument for data of
+// another shape.
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const TurnStart& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const UserMessage& event);
-void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const StepStart& event);
-void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const StepEnd& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const StepEvent& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const AssistantChunk& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const AssistantMessage& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolCallEvent& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolResult& event);
@@ -166,8 +181,17 @@ void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Appr
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const QuestionRequested& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const QuestionResolved& event);
 
-// The decision events read back (clients, and the session's replay of its
-// log); throw std::invalid_argument for data of another shape.
+TurnStart tag_invoke(boost::json::value_to_tag<TurnStart>, const boost::json::value& data);
+UserMessage tag_invoke(boost::json::value_to_tag<UserMessage>, const boost::json::value& data);
+StepEvent tag_invoke(boost::json::value_to_tag<StepEvent>, const boost::json::value& data);
+AssistantChunk tag_invoke(boost::json::value_to_tag<AssistantChunk>, const boost::json::value& data);
+AssistantMessage tag_invoke(boost::json::value_to_tag<AssistantMessage>, const boost::json::value& data);
+ToolCallEvent tag_invoke(boost::json::value_to_tag<ToolCallEvent>, const boost::json::value& data);
+ToolResult tag_invoke(boost::json::value_to_tag<ToolResult>, const boost::json::value& data);
+TurnEnd tag_invoke(boost::json::value_to_tag<TurnEnd>, const boost::json::value& data);
+CompactStart tag_invoke(boost::json::value_to_tag<CompactStart>, const boost::json::value& data);
+CompactSummary tag_invoke(boost::json::value_to_tag<CompactSummary>, const boost::json::value& data);
+CompactEnd tag_invoke(boost::json::value_to_tag<CompactEnd>, const boost::json::value& data);
 ApprovalRequested tag_invoke(boost::json::value_to_tag<ApprovalRequested>, const boost::json::value& data);
 ApprovalResolved tag_invoke(boost::json::value_to_tag<ApprovalResolved>, const boost::json::value& data);
 QuestionRequested tag_invoke(boost::json::value_to_tag<QuestionRequested>, const boost::json::value& data);

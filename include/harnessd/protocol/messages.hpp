@@ -1,8 +1,12 @@
 // Typed params and results of each method (docs/protocol.md §4), with their
-// JSON forms as Boost.JSON conversions: `json::value_to<PromptParams>(v)`
-// validates, `json::value_from(result)` writes the wire form. Reading params
-// throws rpc::RpcError(invalid_params) with a message naming the offending
-// field; the daemon answers that as -32602 in one place (its method table).
+// JSON forms as Boost.JSON conversions both ways, so the daemon and clients
+// share one definition: `json::value_to<PromptParams>(v)` validates,
+// `json::value_from(result)` writes the wire form. Reading params throws
+// rpc::RpcError(invalid_params) with a message naming the offending field;
+// the daemon answers that as -32602 in one place (its method table).
+// Reading a result throws std::invalid_argument naming the field; a client
+// reports that as the daemon's fault. Optional fields that are unset are
+// not written, so a value read and written back is the canonical form.
 #pragma once
 
 #include "harnessd/protocol/decisions.hpp"
@@ -18,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace harnessd::protocol {
@@ -46,6 +51,8 @@ struct InitializeParams {
   std::optional<double> temperature;            ///< 0..2
   std::vector<std::string> stop;                ///< at most 16 sequences
   std::optional<std::int64_t> max_steps;        ///< model steps per turn, 1..1000
+  /// Who is calling ({name, version}); the daemon only checks it is an object.
+  std::optional<boost::json::object> client_info;
 };
 
 struct InitializeResult {
@@ -55,6 +62,9 @@ struct InitializeResult {
   int protocol_version = 0;
   std::vector<std::string> providers;
   std::vector<std::string> methods;
+
+  /// True when capabilities.methods lists `method` (e.g. "session/subscribe").
+  bool supports(std::string_view method) const;
 };
 
 struct PromptParams {
@@ -139,6 +149,15 @@ struct UnsubscribeResult {
 
 struct ToolsListParams {};
 
+/// session/delete: removes an idle session and its log.
+struct DeleteParams {
+  std::string session_id;
+};
+
+struct DeleteResult {
+  bool deleted = true;
+};
+
 /// Longest `message` of session/approve and `custom` of an answer.
 inline constexpr std::size_t max_decision_text_bytes = 64 * 1024;
 
@@ -180,6 +199,7 @@ struct ToolsListResult {
   std::vector<ToolInfo> tools;
 };
 
+// Params: read by the daemon (throw rpc::RpcError -32602), written by clients.
 InitializeParams tag_invoke(boost::json::value_to_tag<InitializeParams>, const boost::json::value& params);
 PromptParams tag_invoke(boost::json::value_to_tag<PromptParams>, const boost::json::value& params);
 CancelParams tag_invoke(boost::json::value_to_tag<CancelParams>, const boost::json::value& params);
@@ -190,25 +210,56 @@ SubscribeParams tag_invoke(boost::json::value_to_tag<SubscribeParams>, const boo
 UnsubscribeParams tag_invoke(boost::json::value_to_tag<UnsubscribeParams>, const boost::json::value& params);
 ToolsListParams tag_invoke(boost::json::value_to_tag<ToolsListParams>, const boost::json::value& params);
 ApproveParams tag_invoke(boost::json::value_to_tag<ApproveParams>, const boost::json::value& params);
+Answer tag_invoke(boost::json::value_to_tag<Answer>, const boost::json::value& params);
 AnswerParams tag_invoke(boost::json::value_to_tag<AnswerParams>, const boost::json::value& params);
+DeleteParams tag_invoke(boost::json::value_to_tag<DeleteParams>, const boost::json::value& params);
 
-// The other way, for clients: the request's params as sent.
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const InitializeParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const PromptParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const CancelParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ShutdownParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ListParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const EventsParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const SubscribeParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const UnsubscribeParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolsListParams& params);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ApproveParams& params);
-void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Answer& answer);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Answer& params);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const AnswerParams& params);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const DeleteParams& params);
 
+// Results: written by the daemon, read by clients (throw std::invalid_argument).
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const InitializeResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const PromptResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const CancelResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ShutdownResult& result);
-void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolsListResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const SessionSummary& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ListResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const EventsResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const SubscribeResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const UnsubscribeResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolInfo& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ToolsListResult& result);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const DecisionResult& result);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const DeleteResult& result);
 
-/// The wire form of the result, serialized: the log's lines are copied in
-/// as they are (EventsResult has no value_from).
+InitializeResult tag_invoke(boost::json::value_to_tag<InitializeResult>, const boost::json::value& result);
+PromptResult tag_invoke(boost::json::value_to_tag<PromptResult>, const boost::json::value& result);
+CancelResult tag_invoke(boost::json::value_to_tag<CancelResult>, const boost::json::value& result);
+ShutdownResult tag_invoke(boost::json::value_to_tag<ShutdownResult>, const boost::json::value& result);
+SessionSummary tag_invoke(boost::json::value_to_tag<SessionSummary>, const boost::json::value& result);
+ListResult tag_invoke(boost::json::value_to_tag<ListResult>, const boost::json::value& result);
+EventsResult tag_invoke(boost::json::value_to_tag<EventsResult>, const boost::json::value& result);
+SubscribeResult tag_invoke(boost::json::value_to_tag<SubscribeResult>, const boost::json::value& result);
+UnsubscribeResult tag_invoke(boost::json::value_to_tag<UnsubscribeResult>, const boost::json::value& result);
+ToolInfo tag_invoke(boost::json::value_to_tag<ToolInfo>, const boost::json::value& result);
+ToolsListResult tag_invoke(boost::json::value_to_tag<ToolsListResult>, const boost::json::value& result);
+DecisionResult tag_invoke(boost::json::value_to_tag<DecisionResult>, const boost::json::value& result);
+DeleteResult tag_invoke(boost::json::value_to_tag<DeleteResult>, const boost::json::value& result);
+
+/// The wire form of the result, serialized, as the daemon sends it: the
+/// log's lines are copied in as they are, never parsed and re-serialized.
+/// (value_from writes the same JSON, for clients and tests.)
 std::string to_json_text(const EventsResult& result);
 
 }  // namespace harnessd::protocol

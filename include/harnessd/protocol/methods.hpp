@@ -21,12 +21,13 @@ enum class Method : std::size_t {
   tools_list,
   session_approve,
   session_answer,
+  session_delete,
 };
 
-inline constexpr std::array<std::string_view, 11> method_names = {
-    "initialize",        "session/prompt",      "session/cancel", "shutdown",        "session/list",
-    "session/events",    "session/subscribe",   "session/unsubscribe", "tools/list", "session/approve",
-    "session/answer"};
+inline constexpr std::array<std::string_view, 12> method_names = {
+    "initialize",     "session/prompt",    "session/cancel",      "shutdown",   "session/list",
+    "session/events", "session/subscribe", "session/unsubscribe", "tools/list", "session/approve",
+    "session/answer", "session/delete"};
 
 constexpr std::string_view name_of(Method method) { return method_names[static_cast<std::size_t>(method)]; }
 

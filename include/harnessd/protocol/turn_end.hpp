@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/json/value_from.hpp>
+#include <boost/json/value_to.hpp>
 
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@ namespace harnessd::protocol {
 
 enum class TurnStatus { ok, error, aborted };
 std::string_view to_string(TurnStatus status);  ///< "ok", "error", "aborted"
+std::optional<TurnStatus> parse_turn_status(std::string_view text);
 
 struct TurnEndReason {
   enum class Kind { completed, aborted, max_tokens, error, interrupted };
@@ -35,6 +37,7 @@ struct TurnEndReason {
 
 /// "completed", "aborted", "max-tokens", "error", "interrupted".
 std::string_view to_string(TurnEndReason::Kind kind);
+std::optional<TurnEndReason::Kind> parse_turn_end_kind(std::string_view text);
 
 /// The prompt's status for a reason; max-tokens is an error unless the
 /// daemon is told to count it a success.
@@ -42,5 +45,7 @@ TurnStatus status_for(const TurnEndReason& reason, bool max_tokens_as_success);
 
 /// `{"kind":KIND,...}` with the fields of that kind.
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const TurnEndReason& reason);
+/// Throws std::invalid_argument for another shape or an unknown kind.
+TurnEndReason tag_invoke(boost::json::value_to_tag<TurnEndReason>, const boost::json::value& value);
 
 }  // namespace harnessd::protocol

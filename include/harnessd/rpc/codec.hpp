@@ -1,5 +1,6 @@
-// Pure JSON-RPC codec: one frame of bytes in, a typed message out; typed
-// responses and notifications in, compact UTF-8 JSON out. Never touches I/O,
+// Pure JSON-RPC codec: one frame of bytes in, a typed message out (requests,
+// responses, error responses and notifications: both ends use it); typed
+// messages in, compact UTF-8 JSON out. Never touches I/O,
 // so every bad-input row of the protocol is unit tested byte by byte.
 #pragma once
 
@@ -13,30 +14,53 @@
 
 namespace harnessd::rpc {
 
-/// A request the daemon will execute. `id` is a string or an integer;
-/// `params` is null when the frame carried none.
+/// A request (`id` and `method`). `id` is a string or an integer; `params`
+/// is null when the frame carried none.
 struct Request {
   boost::json::value id;
   std::string method;
   boost::json::value params;
 };
 
-/// A frame the daemon must not act on: a client's response or notification.
-/// The protocol is directional, so these are dropped without an answer.
-struct Ignored {};
+/// A successful response (`id` and `result`, no `method`).
+struct Response {
+  boost::json::value id;
+  boost::json::value result;
+};
 
-/// A frame that is answered with an error response and nothing else.
-/// `id` is null when no valid id could be read from the frame.
-struct ErrorReply {
+/// An error response (`id` and `error`, no `method`). `id` is null when the
+/// daemon could not read one from the frame it answers. `code` may be one
+/// ErrorCode does not name: it holds whatever integer the peer sent.
+struct ErrorResponse {
   boost::json::value id;
   ErrorCode code;
   std::string message;
   boost::json::value data;
 };
 
-using Decoded = std::variant<Request, Ignored, ErrorReply>;
+/// A notification (`method`, no `id`). `params` is null when absent.
+struct Notification {
+  std::string method;
+  boost::json::value params;
+};
 
-/// Decodes one frame (one NDJSON line or one WebSocket text message).
+/// A frame that is none of the above. `error` is what a server answers
+/// (docs/protocol.md §3), with the frame's id when it has a valid one.
+/// `response` marks a frame shaped as a response (`id` and `result` or
+/// `error`, no `method`) whose content is wrong: a server drops it without
+/// an answer, as it drops every response; a client fails the request that
+/// id names.
+struct Invalid {
+  ErrorResponse error;
+  bool response = false;
+};
+
+using Decoded = std::variant<Request, Response, ErrorResponse, Notification, Invalid>;
+
+/// Decodes one frame (one NDJSON line or one WebSocket text message) of
+/// either direction. The daemon executes Requests, answers Invalid frames
+/// that are not responses, and drops the rest; a client matches Responses
+/// and ErrorResponses to its requests and hands Notifications on.
 Decoded decode_frame(std::string_view frame);
 
 /// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`
@@ -45,7 +69,7 @@ std::string encode_result(const boost::json::value& id, const boost::json::value
 std::string encode_result_json(const boost::json::value& id, std::string_view result_json);
 
 /// `{"jsonrpc":"2.0","id":ID,"error":{"code","message","data"?}}`
-std::string encode_error(const ErrorReply& error);
+std::string encode_error(const ErrorResponse& error);
 
 /// `{"jsonrpc":"2.0","method":METHOD,"params":PARAMS}`
 std::string encode_notification(std::string_view method, const boost::json::value& params);
