@@ -308,7 +308,11 @@ export class HarnessClient {
   /** After a reconnect: subscribe again from the last seq seen, for every followed session and running turn. */
   resume() {
     for (const [sessionId, rec] of this.sessions) {
-      if (!rec.subscribed && !rec.turn) continue;
+      if (!rec.subscribed && !rec.turn) {
+        // Not followed: a restarted daemon may number this session anew.
+        rec.lastSeq = null;
+        continue;
+      }
       if (rec.turn) {
         rec.resumed = true;
         // The turn's end arrived before the connection dropped; only the answer was lost.
@@ -319,7 +323,10 @@ export class HarnessClient {
       }
       const params = { sessionId };
       if (rec.lastSeq !== null) params.afterSeq = rec.lastSeq;
-      this.request('session/subscribe', params).catch((err) => {
+      this.request('session/subscribe', params).then((res) => {
+        // The daemon holds less than we saw: another history; take its numbering.
+        if (Number.isInteger(res?.lastSeq) && rec.lastSeq !== null && res.lastSeq < rec.lastSeq) rec.lastSeq = res.lastSeq;
+      }, (err) => {
         if (rec.turn?.started) {
           rec.turn.fail(err);
           rec.turn = null;

@@ -217,6 +217,8 @@ export declare class Turn implements AsyncIterable<SessionEvent> {
   readonly sessionId: string;
   readonly result: Promise<PromptResult>;
   readonly started: boolean;
+  /** Keep no events for iteration (the caller reads them from the client's 'event' listener). */
+  discardEvents(): void;
   [Symbol.asyncIterator](): AsyncIterator<SessionEvent>;
 }
 

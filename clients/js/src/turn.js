@@ -35,7 +35,16 @@ export class Turn {
     if (event.type === 'turn/end') this.endReason = event.data?.reason ?? null;
     const waiter = this.waiters.shift();
     if (waiter) waiter.resolve({ value: event, done: false });
-    else this.queue.push(event);
+    else if (!this.discarding) this.queue.push(event);
+  }
+
+  /**
+   * For a caller that takes events from the client's 'event' listener and
+   * only awaits `result`: the turn keeps no events for an iteration.
+   */
+  discardEvents() {
+    this.discarding = true;
+    this.queue.length = 0;
   }
 
   /** The prompt's answer: the iteration ends after the queued events. */
@@ -65,7 +74,7 @@ export class Turn {
       },
       return: () => {
         // The caller stopped reading: later events are dropped, the result still comes.
-        this.queue.length = 0;
+        this.discardEvents();
         return Promise.resolve({ value: undefined, done: true });
       },
     };

@@ -69,9 +69,12 @@ const isQuestion = (q) => isObject(q) && isString(q.id) && isString(q.question)
   && optional(q.header, isString) && optional(q.multi_select, isBool)
   && optional(q.options, (o) => arrayOf(o, (x) => isObject(x) && isString(x.label) && optional(x.description, isString)));
 
+const isSource = (s) => isObject(s) && isString(s.kind);
+
 const EVENT_DATA = {
-  'turn/start': (d) => isInt(d.turn) && isObject(d.trigger) && isString(d.trigger.kind),
-  'user/message': (d) => arrayOf(d.content, isTextBlock) && optional(d.source, isObject),
+  'turn/start': (d) => isInt(d.turn) && isObject(d.trigger) && isString(d.trigger.kind)
+    && optional(d.trigger.source, isSource),
+  'user/message': (d) => arrayOf(d.content, isTextBlock) && optional(d.source, isSource),
   'step/start': isTurnStep,
   'step/end': isTurnStep,
   'assistant/chunk': (d) => isTurnStep(d) && isChunk(d.chunk),
@@ -150,6 +153,7 @@ export const METHODS = Object.freeze({
       && optional(p.reasoningEffort, oneOf('high', 'max')) && optional(p.temperature, isNumber)
       && optional(p.stop, isStop) && optional(p.maxSteps, isInt) && optional(p.approvalPolicy, oneOf('never', 'ask')),
     result: (r) => isObject(r) && isObject(r.serverInfo) && isString(r.serverInfo.name) && isString(r.serverInfo.version)
+      && optional(r.serverInfo.implementation, isString)
       && isInt(r.protocolVersion) && isObject(r.capabilities)
       && arrayOf(r.capabilities.providers, isString) && arrayOf(r.capabilities.methods, isString),
   },
