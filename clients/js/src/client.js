@@ -33,6 +33,8 @@ export class HarnessClient {
     this.attempt = 0;
     this.retryTimer = null;
     this.closed = false;
+    this.connecting = null; // the pending connect(): { promise, resolve, reject }
+    this.opened = false;    // a connection was initialized since the last close()
   }
 
   get serverInfo() {
@@ -89,15 +91,16 @@ export class HarnessClient {
    * one succeeds or close() is called; otherwise it rejects.
    */
   connect({ retry = false } = {}) {
+    if (this.state === 'open') return Promise.resolve(this.initializeResult);
+    if (this.connecting) return this.connecting.promise;
     this.closed = false;
     this.retryFirst = retry;
-    if (!this.firstConnect) {
-      this.firstConnect = {};
-      this.firstConnect.promise = new Promise((resolve, reject) => Object.assign(this.firstConnect, { resolve, reject }));
-      this.firstConnect.promise.catch(() => {});
-      this.open();
-    }
-    return this.firstConnect.promise;
+    const pending = {};
+    pending.promise = new Promise((resolve, reject) => Object.assign(pending, { resolve, reject }));
+    pending.promise.catch(() => {});
+    this.connecting = pending;
+    this.open();
+    return pending.promise;
   }
 
   async open() {
@@ -146,7 +149,8 @@ export class HarnessClient {
       if (err instanceof RpcError) {
         // Bad params or a refused token: trying again would fail the same way.
         this.closed = true;
-        this.firstConnect?.reject(err);
+        this.connecting?.reject(err);
+        this.connecting = null;
         this.fail(err);
         ws.close();
       }
@@ -155,12 +159,12 @@ export class HarnessClient {
     if (this.ws !== ws) return;
     this.initializeResult = result;
     this.attempt = 0;
-    const resumed = this.firstConnect?.settled === true;
+    // A connection after a lost one: the sessions followed before are followed again.
+    const resumed = this.opened === true;
+    this.opened = true;
     this.setState('open', { resumed });
-    if (this.firstConnect && !this.firstConnect.settled) {
-      this.firstConnect.settled = true;
-      this.firstConnect.resolve(result);
-    }
+    this.connecting?.resolve(result);
+    this.connecting = null;
     if (resumed) this.resume();
   }
 
@@ -173,13 +177,11 @@ export class HarnessClient {
       this.pending.delete(id);
       if (!p.onLost?.()) p.reject(closedErr);
     }
-    const first = this.firstConnect && !this.firstConnect.settled;
+    const first = !this.opened;
     const again = !this.closed && (first ? this.retryFirst : this.options.reconnect);
     if (!again) {
-      if (first) {
-        this.firstConnect.reject(closedErr);
-        this.firstConnect = null;
-      }
+      this.connecting?.reject(closedErr);
+      this.connecting = null;
       this.fail(closedErr);
       if (this.state !== 'closed') this.setState('closed', { error: closedErr });
       return;
@@ -199,20 +201,20 @@ export class HarnessClient {
     this.open();
   }
 
-  /** Closes the connection for good: nothing reconnects, waiting turns fail. */
+  /**
+   * Closes the connection for good: nothing reconnects, waiting requests and
+   * turns fail. A later connect() starts afresh, following nothing.
+   */
   close() {
     this.closed = true;
     clearTimeout(this.retryTimer);
     const ws = this.ws;
-    if (ws) {
-      ws.close();
-      // The close event settles the pending requests; a socket that never
-      // opened may not send one.
-      this.ws = null;
-      this.lost(ws, 'closed by the client');
-    } else {
-      this.lost(null, 'closed by the client');
-    }
+    this.ws = null;
+    // Settled here: a socket that never opened may send no close event.
+    ws?.close();
+    this.lost(ws, 'closed by the client');
+    this.sessions.clear();
+    this.opened = false;
   }
 
   /** Fails every turn still waiting for its end. */

@@ -193,10 +193,22 @@ test('a connection lost mid-turn resumes from the last seq, without gaps or repe
     assert.equal(events.at(-1).type, 'turn/end');
     assert.equal(textOf(events), chunksText(60, 8));
     assert.ok(states.includes('waiting') && states.includes('open:resumed'), states.join(' '));
-    // The connection is usable again.
-    const again = client.prompt(sid, 'after');
-    for await (const _ of again);
-    assert.equal((await again.result).status, 'ok');
+    // The connection is usable again. The turn's end came as an event, which
+    // may precede the session's release (its turn/end being synced, §4.2).
+    for (let attempt = 0; ; attempt++) {
+      const again = client.prompt(sid, 'after');
+      try {
+        for await (const _ of again);
+      } catch (err) {
+        if (err.code === ErrorCodes.SESSION_BUSY && attempt < 50) {
+          await new Promise((r) => setTimeout(r, 20));
+          continue;
+        }
+        throw err;
+      }
+      assert.equal((await again.result).status, 'ok');
+      break;
+    }
   } finally {
     await relay.close();
   }
@@ -284,4 +296,21 @@ test('requests without a connection fail with ConnectionClosedError', async () =
   await assert.rejects(client.prompt('x', 'hi').result, ConnectionClosedError);
   const dead = new HarnessClient('ws://127.0.0.1:1/', { WebSocket, reconnect: false });
   await assert.rejects(dead.connect(), ConnectionClosedError);
+});
+
+test('close() fails what waits; connect() afterwards starts afresh', async () => {
+  const client = await connect();
+  const sid = newSession('close');
+  const turn = client.prompt(sid, '@delay 30000\nslow');
+  await readUntil(turn[Symbol.asyncIterator](), (e) => e.type === 'step/start');
+  client.close();
+  await assert.rejects(turn.result, ConnectionClosedError);
+  assert.equal(client.state, 'closed');
+  await client.connect();
+  // The daemon cancelled nothing (onDisconnect "continue"): the session is still busy.
+  await assert.rejects(client.prompt(sid, 'again').result, (err) => err.code === ErrorCodes.SESSION_BUSY);
+  await client.cancel(sid);
+  const again = client.prompt(`${sid}-2`, 'hi');
+  for await (const _ of again);
+  assert.equal((await again.result).status, 'ok');
 });
