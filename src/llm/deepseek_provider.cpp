@@ -133,6 +133,11 @@ DeepSeekConfig deepseek_config_from_env() {
   return config;
 }
 
+std::optional<std::int64_t> DeepSeekProvider::context_window(std::string_view model) const {
+  if (auto it = config_.context_windows.find(model); it != config_.context_windows.end()) return it->second;
+  return std::nullopt;
+}
+
 struct DeepSeekProvider::Impl {
   asio::any_io_executor executor;
   ssl::context tls{ssl::context::tls_client};
@@ -230,7 +235,7 @@ asio::awaitable<Attempt> exchange(Stream& stream, HttpConnection& connection, co
 
   http::request<http::string_body> request{http::verb::post, url.path + "/chat/completions", 11};
   request.set(http::field::host, url.host_header);
-  request.set(http::field::authorization, "Bearer " + config.api_key);
+  if (!config.api_key.empty()) request.set(http::field::authorization, "Bearer " + config.api_key);
   request.set(http::field::content_type, "application/json");
   request.set(http::field::accept, "text/event-stream");
   request.set(http::field::user_agent, "harnessd");

@@ -1,6 +1,7 @@
-// The `deepseek` provider: OpenAI-compatible chat completions streamed over
-// HTTPS (or plain HTTP for local servers), for DeepSeek or any compatible
-// endpoint. Beast stays inside its .cpp.
+// OpenAI-compatible chat completions streamed over HTTPS (or plain HTTP for
+// local servers): the built-in `deepseek` provider, and each
+// `[providers.NAME]` profile of kind "openai" (vLLM, llama.cpp's server,
+// Ollama, ...). Beast stays inside its .cpp.
 #pragma once
 
 #include "llm/provider.hpp"
@@ -10,15 +11,20 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 namespace harnessd::llm {
 
 struct DeepSeekConfig {
-  std::string api_key;                              ///< never logged
+  std::string name = "deepseek";                    ///< the provider's name in initialize
+  std::string api_key;                              ///< never logged; empty sends no Authorization
   std::string base_url = "https://api.deepseek.com";
   std::string default_model = "deepseek-chat";
+  /// Context windows by model, ahead of the catalog's.
+  std::map<std::string, std::int64_t, std::less<>> context_windows;
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds first_byte_timeout{60'000};
   std::chrono::milliseconds idle_timeout{60'000};   ///< longest silence inside a stream
@@ -46,8 +52,9 @@ class DeepSeekProvider final : public Provider {
   DeepSeekProvider(boost::asio::any_io_executor executor, DeepSeekConfig config);
   ~DeepSeekProvider() override;
 
-  std::string_view name() const override { return "deepseek"; }
+  std::string_view name() const override { return config_.name; }
   std::string default_model() const override { return config_.default_model; }
+  std::optional<std::int64_t> context_window(std::string_view model) const override;
   boost::asio::awaitable<ModelResult> stream(const ModelRequest& request, ChunkSink& sink,
                                              CancelScope& cancel) override;
 

@@ -10,7 +10,9 @@
 #include <boost/json/object.hpp>
 
 #include <map>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +37,9 @@ class Provider {
   virtual ~Provider() = default;
   virtual std::string_view name() const = 0;
   virtual std::string default_model() const = 0;
+  /// The context window its configuration gives `model` (a profile's
+  /// `models` table), or nullopt.
+  virtual std::optional<std::int64_t> context_window(std::string_view model) const = 0;
 
   /// Runs one model call on the calling coroutine's executor (the session
   /// strand). Must return promptly with FinishReason::cancelled once

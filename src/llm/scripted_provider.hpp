@@ -39,6 +39,7 @@ class ScriptedProvider final : public Provider {
  public:
   std::string_view name() const override { return "scripted"; }
   std::string default_model() const override { return "scripted-1"; }
+  std::optional<std::int64_t> context_window(std::string_view) const override { return std::nullopt; }
   boost::asio::awaitable<ModelResult> stream(const ModelRequest& request, ChunkSink& sink,
                                              CancelScope& cancel) override;
 };

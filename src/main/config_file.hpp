@@ -2,9 +2,11 @@
 // flag names without the dashes (`listen = ["ws://0.0.0.0:7878"]`,
 // `drain-timeout-ms = 30000`); flags given on the command line win. An
 // unknown key or a value of the wrong type is an error naming the key and
-// its line. `[mcp.NAME]` tables are not flags: they configure MCP servers.
+// its line. `[mcp.NAME]` tables are not flags: they configure MCP servers;
+// `[providers.NAME]` tables add OpenAI-compatible model endpoints.
 #pragma once
 
+#include "llm/provider_profile.hpp"
 #include "mcp/config.hpp"
 
 #include <CLI/CLI.hpp>
@@ -28,6 +30,8 @@ class TomlConfig final : public CLI::Config {
 
   /// The `[mcp.NAME]` tables of the last file read, in file order.
   const std::vector<mcp::ServerConfig>& mcp_servers() const noexcept { return mcp_servers_; }
+  /// The `[providers.NAME]` tables of the last file read, in file order.
+  const std::vector<llm::ProviderProfile>& provider_profiles() const noexcept { return provider_profiles_; }
 
  private:
   std::string file_name() const;
@@ -35,6 +39,7 @@ class TomlConfig final : public CLI::Config {
   const CLI::App& app_;
   mutable std::map<std::string, int> lines_;  ///< key -> line, of the last file read
   mutable std::vector<mcp::ServerConfig> mcp_servers_;
+  mutable std::vector<llm::ProviderProfile> provider_profiles_;
 };
 
 /// Declares --config on `app` with TomlConfig as its reader.

@@ -123,7 +123,9 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
       ->check(CLI::IsMember({"never", "ask"}));
   app.add_option("--context-window", config.server.context_window,
                  "Default initialize.contextWindow in tokens: a session whose next request would fill 80 % of it "
-                 "is compacted (older messages summarized by its own model) first")
+                 "is compacted (older messages summarized by its own model) first. Unset: the provider "
+                 "profile's window for the model, else the catalog's (deepseek-chat 128000, deepseek-v4-flash "
+                 "256000, ...), else 128000; a profile's models table wins over this flag")
       ->check(CLI::Range(std::int64_t{1000}, std::int64_t{100'000'000}));
   add_ms(app, "--approval-timeout-ms", config.harness.approval_timeout,
          "How long a tool call waits for an approval (then it is rejected) and ask_user_question for an "

@@ -6,6 +6,7 @@
 
 #include "harness/session_registry.hpp"
 #include "llm/deepseek_provider.hpp"
+#include "llm/provider_profile.hpp"
 #include "mcp/config.hpp"
 #include "server/server_context.hpp"
 #include "store/jsonl_store.hpp"
@@ -52,6 +53,7 @@ struct DaemonConfig {
   server::ServerConfig server;
   llm::DeepSeekConfig deepseek;  ///< api_key and base_url come from the environment
   std::vector<mcp::ServerConfig> mcp;  ///< the config file's [mcp.NAME] tables
+  std::vector<llm::ProviderProfile> provider_profiles;  ///< the config file's [providers.NAME] tables
 };
 
 inline const std::vector<std::string> default_listen = {"ws://127.0.0.1:7878", "tcp://127.0.0.1:7879"};

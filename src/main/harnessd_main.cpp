@@ -39,6 +39,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -154,6 +155,53 @@ asio::awaitable<void> watchdog(asio::steady_timer& timer, std::chrono::milliseco
   }
 }
 
+/// The scripted provider, the built-in `deepseek` profile (when
+/// DEEPSEEK_API_KEY is set and no [providers.deepseek] replaces it) and every
+/// [providers.NAME] profile. A profile that cannot start is a start-up error.
+llm::ProviderRegistry make_providers(const asio::any_io_executor& executor, DaemonConfig& config) {
+  llm::ProviderRegistry providers;
+  providers.add(std::make_shared<llm::ScriptedProvider>());
+  const auto configured = [&](std::string_view name) {
+    return std::ranges::any_of(config.provider_profiles, [&](const auto& p) { return p.name == name; });
+  };
+  const llm::DeepSeekConfig from_env = llm::deepseek_config_from_env();
+  if (!from_env.api_key.empty() && !configured("deepseek")) {
+    config.deepseek.api_key = from_env.api_key;
+    config.deepseek.base_url = from_env.base_url;
+    spdlog::info("deepseek provider enabled ({})", config.deepseek.base_url);  // the key is never logged
+    providers.add(std::make_shared<llm::DeepSeekProvider>(executor, config.deepseek));
+  }
+  for (const llm::ProviderProfile& profile : config.provider_profiles) {
+    llm::DeepSeekConfig endpoint = config.deepseek;  // the --model-* timeouts and limits
+    endpoint.name = profile.name;
+    endpoint.base_url = profile.base_url;
+    endpoint.default_model = profile.default_model;
+    endpoint.context_windows = profile.context_windows;
+    endpoint.api_key.clear();
+    if (!profile.api_key_env.empty()) {
+      const char* key = std::getenv(profile.api_key_env.c_str());
+      if (key == nullptr || *key == '\0') {
+        throw StartupError(profile.where + ": [providers." + profile.name + "] api_key_env " + profile.api_key_env +
+                           " is not set");
+      }
+      endpoint.api_key = key;
+    }
+    try {
+      providers.add(std::make_shared<llm::DeepSeekProvider>(executor, std::move(endpoint)));
+    } catch (const std::invalid_argument& e) {
+      throw StartupError(profile.where + ": [providers." + profile.name + "] base_url \"" + profile.base_url +
+                         "\": " + e.what());
+    }
+    spdlog::info("provider {} enabled ({}, {} by default)", profile.name, profile.base_url, profile.default_model);
+  }
+  const std::string& provider = config.server.default_provider;
+  if (providers.find(provider) == nullptr) {
+    throw StartupError("--provider " + provider + " is not available" +
+                       (provider == "deepseek" ? " (set DEEPSEEK_API_KEY)" : " (no [providers." + provider + "] table)"));
+  }
+  return providers;
+}
+
 int run(DaemonConfig config) {
   auto logger = spdlog::stderr_color_mt("harnessd");
   spdlog::set_default_logger(logger);
@@ -192,21 +240,7 @@ int run(DaemonConfig config) {
   } else {
     store = std::make_unique<store::JsonlStore>(session_root, config.jsonl);
   }
-  llm::ProviderRegistry providers;
-  providers.add(std::make_shared<llm::ScriptedProvider>());
-  const llm::DeepSeekConfig from_env = llm::deepseek_config_from_env();
-  if (!from_env.api_key.empty()) {
-    config.deepseek.api_key = from_env.api_key;
-    config.deepseek.base_url = from_env.base_url;
-    spdlog::info("deepseek provider enabled ({})", config.deepseek.base_url);  // the key is never logged
-    providers.add(std::make_shared<llm::DeepSeekProvider>(io.get_executor(), config.deepseek));
-  }
-  const std::string& provider = config.server.default_provider;
-  if (providers.find(provider) == nullptr) {
-    throw std::runtime_error("--provider " + provider + " is not available" +
-                             (provider == "deepseek" ? " (set DEEPSEEK_API_KEY)" : ""));
-  }
-
+  llm::ProviderRegistry providers = make_providers(io.get_executor(), config);
   harness::HarnessOptions& harness_options = config.harness;
   harness_options.max_open_logs =
       config.max_open_logs > 0 ? config.max_open_logs : std::max<std::size_t>(16, fd_limit / 4);
@@ -459,12 +493,18 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // A bad value from --config: say where it is.
-    const std::string where = e.get_exit_code() != 0 ? config_file->where(e.what()) : std::string();
-    if (where.empty()) return app.exit(e);
-    std::fprintf(stderr, "harnessd: %s (%s)\n", e.what(), where.c_str());
+    // --help and --version exit 0; every bad flag or config file, 2.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    const std::string where = config_file->where(e.what());
+    if (where.empty()) {
+      app.exit(e);
+    } else {
+      std::fprintf(stderr, "harnessd: %s (%s)\n", e.what(), where.c_str());
+    }
     return 2;
   }
   config.mcp = config_file->mcp_servers();
+  config.provider_profiles = config_file->provider_profiles();
 
   if (config.check_sandbox) {
     std::fputs(tools::sandbox_report(config.harness.sandbox).c_str(), stdout);

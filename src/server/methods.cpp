@@ -6,6 +6,7 @@
 #include "store/jsonl_store.hpp"
 #include "tools/workspace.hpp"
 #include "harnessd/protocol/turn_end.hpp"
+#include "llm/model_catalog.hpp"
 #include "llm/provider.hpp"
 #include "harnessd/protocol/messages.hpp"
 #include "harnessd/rpc/error_code.hpp"
@@ -90,6 +91,15 @@ std::optional<std::string> session_workspace(const ClientState& client, std::str
   return (workspace_root_of(client) / name).string();
 }
 
+/// A session's window when initialize sets none: the provider profile's for
+/// the model, --context-window, the catalog's, then 128,000 tokens.
+std::int64_t default_context_window(const ServerContext& context, const llm::Provider& provider,
+                                    std::string_view model) {
+  if (std::optional<std::int64_t> configured = provider.context_window(model)) return *configured;
+  if (context.config.context_window) return *context.config.context_window;
+  return llm::catalog_context_window(model).value_or(128'000);
+}
+
 protocol::InitializeResult initialize(ClientState& client, protocol::InitializeParams p) {
   if (client.initialized) throw RpcError(ErrorCode::invalid_request, "already initialized");
   ServerContext& context = client.context;
@@ -123,7 +133,7 @@ protocol::InitializeResult initialize(ClientState& client, protocol::InitializeP
   client.model = p.model.value_or(provider->default_model());
   client.max_tokens = p.max_tokens;
   client.on_disconnect = p.on_disconnect;
-  client.context_window = p.context_window.value_or(context.config.context_window);
+  client.context_window = p.context_window ? *p.context_window : default_context_window(context, *provider, client.model);
   client.settings = llm::ModelSettings{.thinking = p.thinking,
                                        .reasoning_effort = p.reasoning_effort,
                                        .temperature = p.temperature,

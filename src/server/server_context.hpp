@@ -56,8 +56,10 @@ struct ServerConfig {
   /// initialize.approvalPolicy of clients that send none; unset: `never` on
   /// stdio, `ask` on network listeners.
   std::optional<protocol::ApprovalPolicy> approval_policy;
-  /// initialize.contextWindow of clients that send none (tokens).
-  std::int64_t context_window = 128'000;
+  /// initialize.contextWindow of clients that send none, for models their
+  /// provider profile gives no window (tokens); unset: the model catalog's,
+  /// else 128,000.
+  std::optional<std::int64_t> context_window;
   /// Network clients may ask for sandbox "danger-full-access".
   bool allow_full_access = false;
   /// Who network clients may be; none configured: anyone, as the anonymous
