@@ -195,6 +195,10 @@ export const METHODS = Object.freeze({
       && oneOf('allowed-once', 'allowed-for-session', 'rejected')(p.outcome) && optional(p.message, isString),
     result: (r) => isObject(r) && r.accepted === true,
   },
+  'session/delete': {
+    params: (p) => isObject(p) && isSessionId(p.sessionId),
+    result: (r) => isObject(r) && r.deleted === true,
+  },
   'session/answer': {
     params: (p) => isObject(p) && isSessionId(p.sessionId) && isString(p.questionId) && arrayOf(p.answers, isAnswer),
     result: (r) => isObject(r) && r.accepted === true,
