@@ -106,7 +106,9 @@ export class HarnessClient {
   async open() {
     clearTimeout(this.retryTimer);
     this.retryTimer = null;
-    if (this.closed || this.ws) return;
+    // `opening`: a second call (a timer and a click) while the class loads makes no second socket.
+    if (this.closed || this.ws || this.opening) return;
+    this.opening = true;
     this.setState('connecting');
     let ws;
     try {
@@ -116,6 +118,8 @@ export class HarnessClient {
     } catch (err) {
       this.lost(null, err);
       return;
+    } finally {
+      this.opening = false;
     }
     this.ws = ws;
     let failure = null;
