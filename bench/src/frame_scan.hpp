@@ -35,7 +35,7 @@ struct Frame {
 /// scanner's scratch space and stay valid until the next scan().
 ///
 /// Fast path assumption: the server writes compact JSON with keys in the
-/// order PROTOCOL.md documents and harnessd, the Node reference peer and the
+/// order docs/protocol.md documents and harnessd, the Node reference peer and the
 /// floor all use:
 ///   {"jsonrpc":"2.0","method":"session.event","params":{"sessionId":"ID",
 ///    "event":{"type":"T","seq":N,"time":MS,"data":{"turn":N,"step":N,

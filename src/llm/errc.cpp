@@ -1,5 +1,7 @@
 #include "llm/errc.hpp"
 
+#include "harnessd/util/enum_error_category.hpp"
+
 #include "llm/chat.hpp"
 #include "util/utf8.hpp"
 
@@ -9,50 +11,46 @@ namespace harnessd::llm {
 
 namespace {
 
-class LlmCategory final : public std::error_category {
- public:
-  const char* name() const noexcept override { return "harnessd.llm"; }
-  std::string message(int value) const override {
-    switch (static_cast<errc>(value)) {
-      case errc::connect:
-        return "cannot connect to the model endpoint";
-      case errc::connection:
-        return "sending the request failed";
-      case errc::timeout:
-        return "the model stream went silent";
-      case errc::stream_closed:
-        return "the model stream closed early";
-      case errc::bad_stream:
-        return "the model stream sent a malformed chunk";
-      case errc::stream_too_large:
-        return "the model stream exceeded a size bound";
-      case errc::auth:
-        return "the model endpoint refused the credentials";
-      case errc::rate_limit:
-        return "the model endpoint is rate limiting";
-      case errc::server:
-        return "the model endpoint failed";
-      case errc::http_status:
-        return "the model endpoint answered an HTTP error";
-      case errc::finish_reason:
-        return "the model stopped for an unknown reason";
-      case errc::provider:
-        return "the provider failed";
-      case errc::invalid_directive:
-        return "unknown scripted directive";
-      case errc::scripted:
-        return "scripted error";
-      case errc::context_window_exceeded:
-        return "the request exceeds the model's context window";
-    }
-    return "unknown model error " + std::to_string(value);
+std::string_view describe(errc value) noexcept {
+  switch (value) {
+    case errc::connect:
+      return "cannot connect to the model endpoint";
+    case errc::connection:
+      return "sending the request failed";
+    case errc::timeout:
+      return "the model stream went silent";
+    case errc::stream_closed:
+      return "the model stream closed early";
+    case errc::bad_stream:
+      return "the model stream sent a malformed chunk";
+    case errc::stream_too_large:
+      return "the model stream exceeded a size bound";
+    case errc::auth:
+      return "the model endpoint refused the credentials";
+    case errc::rate_limit:
+      return "the model endpoint is rate limiting";
+    case errc::server:
+      return "the model endpoint failed";
+    case errc::http_status:
+      return "the model endpoint answered an HTTP error";
+    case errc::finish_reason:
+      return "the model stopped for an unknown reason";
+    case errc::provider:
+      return "the provider failed";
+    case errc::invalid_directive:
+      return "unknown scripted directive";
+    case errc::scripted:
+      return "scripted error";
+    case errc::context_window_exceeded:
+      return "the request exceeds the model's context window";
   }
-};
+  return {};
+}
 
 }  // namespace
 
 const std::error_category& llm_category() noexcept {
-  static const LlmCategory category;
+  static const util::EnumErrorCategory<errc> category("harnessd.llm", describe);
   return category;
 }
 

@@ -1,6 +1,8 @@
 #include "daemon_config.hpp"
+#include "store_kinds.hpp"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <fstream>
 #include <iterator>
@@ -41,10 +43,13 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
   app.add_option("--threads", config.threads, "I/O threads (0: one per core)")->check(CLI::Range(0u, 256u));
   app.add_option("--session-root", config.session_root,
                  "Directory of the JSONL session logs (empty: $DSH_SESSION_ROOT, else ./.sessions)");
-  app.add_option("--store", config.store,
-                 "Event store: jsonl (durable files under --session-root), memory (keeps no events), or "
-                 "postgres (several nodes share one set of sessions; see --postgres-url)")
-      ->check(CLI::IsMember({"jsonl", "memory", "postgres"}));
+  std::string store_help = "Event store:";
+  std::vector<std::string> store_names;
+  for (const StoreKind& kind : store_kinds()) {
+    store_help += fmt::format("{} {} ({})", store_names.empty() ? "" : ";", kind.name, kind.description);
+    store_names.emplace_back(kind.name);
+  }
+  app.add_option("--store", config.store, store_help)->check(CLI::IsMember(store_names));
 
   // store
   app.add_option_function<std::string>(

@@ -44,13 +44,13 @@ asio::awaitable<bool> forward(harness::SessionRegistry& sessions, Reply reply, h
   params.as_object()["sessionId"] = "-";
   std::string message = json::serialize(
       json::object{{"method", method_of(reply)}, {"sessionId", reply.session_id}, {"params", std::move(params)}});
-  if (message.size() > store::EventStore::max_forwarded_bytes) {
+  if (message.size() > store::Coordination::max_forwarded_bytes) {
     throw rpc::RpcError(rpc::ErrorCode::invalid_params,
                         "this decision is too large to reach the node running the session (at most " +
-                            std::to_string(store::EventStore::max_forwarded_bytes) + " bytes)");
+                            std::to_string(store::Coordination::max_forwarded_bytes) + " bytes)");
   }
   std::string id = reply.session_id;
-  const bool forwarded = co_await sessions.store().forward_decision(std::move(id), std::move(message));
+  const bool forwarded = co_await sessions.store().coordination()->forward_decision(std::move(id), std::move(message));
   co_return forwarded;
 }
 

@@ -221,11 +221,11 @@ asio::awaitable<protocol::CancelResult> cancel(ClientState& client, protocol::Ca
   const std::string id = store_id(client, p.session_id);
   std::shared_ptr<harness::Session> session = client.context.sessions.find(id);
   bool cancelled = session && session->cancel("cancelled", nullptr);
-  store::EventStore& store = client.context.sessions.store();
-  if (!cancelled && store.shared()) {
+  store::Coordination* nodes = client.context.sessions.store().coordination();
+  if (!cancelled && nodes != nullptr) {
     // The turn may run on another node: that node hears it from the store.
     try {
-      cancelled = co_await store.forward_cancel(id);
+      cancelled = co_await nodes->forward_cancel(id);
     } catch (const std::system_error& e) {
       spdlog::warn("session/cancel of {}: not forwarded: {}", p.session_id, e.what());
     }
@@ -254,7 +254,7 @@ asio::awaitable<protocol::DecisionResult> decide(ClientState& client, Reply repl
   if (std::shared_ptr<harness::Session> session = sessions.find(reply.session_id)) {
     resolution = co_await asio::co_spawn(session->strand(), resolve_here(session, reply), asio::use_awaitable);
   }
-  if (resolution.status == Status::not_pending && sessions.store().shared()) {
+  if (resolution.status == Status::not_pending && sessions.store().coordination() != nullptr) {
     rpc::EventEnvelope wire = rpc::session_event_envelope(shown_id(client.context, reply.session_id));
     harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
     const bool forwarded = co_await forward_decision(sessions, std::move(reply), std::move(envelope));
@@ -387,7 +387,7 @@ asio::awaitable<std::optional<std::int64_t>> attach(const ServerContext& context
   std::optional<std::int64_t> last_seq;
   if (!loaded) co_return last_seq;
   // Another node may have logged more since this one loaded the session.
-  if (session->registry().store().shared()) {
+  if (session->registry().store().coordination() != nullptr) {
     rpc::EventEnvelope wire = rpc::session_event_envelope(shown_id(context, session->id()));
     harness::EventSink::Envelope envelope{std::move(wire.before), std::move(wire.after)};
     co_await session->catch_up(std::move(envelope));

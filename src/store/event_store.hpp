@@ -4,6 +4,7 @@
 #pragma once
 
 #include "store/catalog.hpp"
+#include "store/coordination.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
@@ -146,23 +147,9 @@ class EventStore {
   /// "jsonl", "memory" or "postgres", for logs and /healthz.
   virtual std::string_view kind() const = 0;
 
-  /// Several nodes share this store: sessions may run elsewhere.
-  virtual bool shared() const { return false; }
-  /// session/cancel of a session not running here: asks the node that runs
-  /// it (if any live node does). True when a node was asked.
-  virtual boost::asio::awaitable<bool> forward_cancel(std::string /*session_id*/) { co_return false; }
-  /// Who acts on cancels forwarded from other nodes (called on a store thread).
-  virtual void on_forwarded_cancel(std::function<void(const std::string&)> /*handler*/) {}
-  /// session/approve or session/answer for a turn running on another node:
-  /// `message` (at most max_forwarded_bytes) goes to that node. True when a
-  /// live node runs the session and was sent it.
-  virtual boost::asio::awaitable<bool> forward_decision(std::string /*session_id*/, std::string /*message*/) {
-    co_return false;
-  }
-  /// Who acts on decisions forwarded from other nodes (called on a store thread).
-  virtual void on_forwarded_decision(std::function<void(const std::string&)> /*handler*/) {}
-  /// The largest message forward_decision() carries.
-  static constexpr std::size_t max_forwarded_bytes = 7900;
+  /// Non-null when several nodes share this store, so a session may run
+  /// on another node; the store owns it.
+  virtual Coordination* coordination() { return nullptr; }
   /// The database's state for /healthz ("ok" or why not); empty: no database.
   virtual std::string database_status() const { return {}; }
   /// The store's own lines for /metrics (Prometheus text), if any.
@@ -171,6 +158,9 @@ class EventStore {
   /// Logs open right now (each holds one file descriptor).
   virtual std::size_t open_logs() const = 0;
 
+  /// Starts the store's own background work (writers, listeners), once the
+  /// daemon has set its handlers and before it serves.
+  virtual void start() {}
   /// The daemon is stopping and every connection is closed: the store's own
   /// background work (database listeners, writers) ends once what is queued
   /// is done, so the I/O threads can return.

@@ -24,7 +24,7 @@ struct PostgresOptions {
   std::size_t pool_size = 4;  ///< connections: the writer, the cancel listener, the rest for reads
 };
 
-class PostgresStore final : public EventStore {
+class PostgresStore final : public EventStore, public Coordination {
  public:
   PostgresStore(boost::asio::any_io_executor executor, PostgresOptions options);
   ~PostgresStore() override;
@@ -32,8 +32,6 @@ class PostgresStore final : public EventStore {
   /// Creates or upgrades the schema (blocking; at start, before serving).
   /// Safe when several nodes start at once. Throws std::runtime_error.
   void migrate_now();
-  /// Starts the group-commit writer and the listener of forwarded cancels.
-  void start();
 
   boost::asio::awaitable<std::unique_ptr<SessionLog>> open(SessionHeader header, OpenMode mode = OpenMode::create) override;
   boost::asio::awaitable<ListPage> list(std::optional<std::string> cursor, std::size_t limit) override;
@@ -41,7 +39,9 @@ class PostgresStore final : public EventStore {
                                                                std::size_t limit, std::size_t max_bytes) override;
   std::string_view kind() const override { return "postgres"; }
   std::size_t open_logs() const override;
-  bool shared() const override { return true; }
+  Coordination* coordination() override { return this; }
+  /// Starts the group-commit writer and the listener of forwarded cancels and decisions.
+  void start() override;
   boost::asio::awaitable<bool> forward_cancel(std::string session_id) override;
   void on_forwarded_cancel(std::function<void(const std::string&)> handler) override;
   boost::asio::awaitable<bool> forward_decision(std::string session_id, std::string message) override;

@@ -1,7 +1,7 @@
 """Black-box helpers for driving a harnessd process over stdio or TCP.
 
 Everything here talks to the daemon only through its wire protocol
-(docs: /work/shared/PROTOCOL.md) and its session log files. Every wait is
+(docs: docs/protocol.md) and its session log files. Every wait is
 bounded by a timeout so a misbehaving daemon fails a test instead of hanging it.
 """
 
@@ -30,7 +30,7 @@ SERVER_NAME = "deepseek-harness-sdk-runtime"
 METHODS = ["initialize", "session/prompt", "session/cancel", "shutdown", "session/list", "session/events",
            "session/subscribe", "session/unsubscribe", "tools/list", "session/approve", "session/answer"]
 
-# JSON-RPC error codes (PROTOCOL.md §10)
+# JSON-RPC error codes (docs/protocol.md §10)
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -792,7 +792,7 @@ def wait_for_log(path: Path, pred: Callable[[list[dict]], bool], timeout: float 
 
 
 # ---------------------------------------------------------------------------
-# event validation (PROTOCOL.md §6)
+# event validation (docs/protocol.md §6)
 
 TURN_END_KINDS = {"completed", "aborted", "max-tokens", "error", "disposed", "rejected", "interrupted"}
 USER_TRIGGER = {"kind": "message", "source": {"kind": "user"}}

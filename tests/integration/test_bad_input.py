@@ -1,4 +1,4 @@
-"""PROTOCOL.md §3: every bad input gets a clear answer. After initialize the
+"""docs/protocol.md §3: every bad input gets a clear answer. After initialize the
 connection keeps serving; before it, on a network listener, a frame that is
 no JSON-RPC request is answered (where an answer is due) and ends the
 connection (docs/protocol.md, Security model)."""

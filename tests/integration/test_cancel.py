@@ -1,4 +1,4 @@
-"""session/cancel and connection close mid-turn (PROTOCOL.md §4 session/cancel)."""
+"""session/cancel and connection close mid-turn (docs/protocol.md §4 session/cancel)."""
 
 import time
 

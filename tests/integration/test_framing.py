@@ -1,4 +1,4 @@
-"""NDJSON framing (PROTOCOL.md §2): limits, split reads, CRLF, blank lines."""
+"""NDJSON framing (docs/protocol.md §2): limits, split reads, CRLF, blank lines."""
 
 import pytest
 

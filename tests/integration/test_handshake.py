@@ -1,4 +1,4 @@
-"""initialize over stdio and TCP (PROTOCOL.md §4 initialize)."""
+"""initialize over stdio and TCP (docs/protocol.md §4 initialize)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Durable JSONL log across restarts and crash recovery (PROTOCOL.md §7)."""
+"""Durable JSONL log across restarts and crash recovery (docs/protocol.md §7)."""
 
 import json
 import signal

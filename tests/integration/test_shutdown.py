@@ -1,4 +1,4 @@
-"""shutdown, stdin EOF, stdin from files, SIGTERM (PROTOCOL.md §4 shutdown)."""
+"""shutdown, stdin EOF, stdin from files, SIGTERM (docs/protocol.md §4 shutdown)."""
 
 import json
 import signal

@@ -1,4 +1,4 @@
-"""Turn event streams (PROTOCOL.md §4 session/prompt, §5, §6, §8, §9)."""
+"""Turn event streams (docs/protocol.md §4 session/prompt, §5, §6, §8, §9)."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""The WebSocket + HTTP listener (PROTOCOL.md §2, plus the HTTP endpoints and
+"""The WebSocket + HTTP listener (docs/protocol.md §2, plus the HTTP endpoints and
 the listener flags: --allow-origin, --auth-token-file, --max-frame-bytes,
 --ws-idle-timeout-ms), tested black-box through ws_client.WSClient."""
 

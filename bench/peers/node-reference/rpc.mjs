@@ -1,4 +1,4 @@
-// JSON-RPC 2.0 server side of PROTOCOL.md, transport independent.
+// JSON-RPC 2.0 server side of docs/protocol.md, transport independent.
 // A Connection gets text frames through handleFrame() and writes frames via
 // the transport callbacks it was given; sessions are shared process-wide.
 // Written the way a typical Node service is: JSON.stringify and one write

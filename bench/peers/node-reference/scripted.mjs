@@ -1,4 +1,4 @@
-// The scripted provider (PROTOCOL.md §9): a deterministic, keyless model.
+// The scripted provider (docs/protocol.md §9): a deterministic, keyless model.
 // parseScript() turns the newest user text into a plan; the turn runner in
 // rpc.mjs plays the plan back as session events.
 

@@ -1,4 +1,4 @@
-// The C++ client of the directional protocol (PROTOCOL.md): it only sends
+// The C++ client of the directional protocol (docs/protocol.md): it only sends
 // requests, matches responses by the ids it generated and hands notifications
 // to per-session subscribers. It cannot send a notification or answer a request.
 #pragma once

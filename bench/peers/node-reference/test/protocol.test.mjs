@@ -1,4 +1,4 @@
-// Black-box checks of the reference server against PROTOCOL.md: starts
+// Black-box checks of the reference server against docs/protocol.md: starts
 // server.mjs on ephemeral ports and speaks NDJSON/TCP and WebSocket to it.
 // Run: node --test test/   (from bench/peers/node-reference)
 
