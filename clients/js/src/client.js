@@ -5,7 +5,7 @@
 // follows its sessions from the last seq it saw, so no event is lost or
 // repeated.
 
-import { ConnectionClosedError, RpcError } from './errors.js';
+import { ConnectionClosedError, ErrorCodes, RpcError } from './errors.js';
 import { resolveWebSocket, socketArgs } from './socket.js';
 import { Turn } from './turn.js';
 import { classifyFrame, isEvent, statusOfReason } from './validate.js';
@@ -29,7 +29,7 @@ export class HarnessClient {
     this.nextId = 1;
     this.pending = new Map();   // id -> { method, resolve, reject, onLost }
     this.listeners = new Map(); // name -> Set of functions
-    this.sessions = new Map();  // sessionId -> { lastSeq, subscribed, turn, resumed }
+    this.sessions = new Map();  // sessionId -> { lastSeq, subscribed, turn, resumed, renewing }
     this.attempt = 0;
     this.retryTimer = null;
     this.closed = false;
@@ -279,7 +279,7 @@ export class HarnessClient {
   session(sessionId) {
     let rec = this.sessions.get(sessionId);
     if (!rec) {
-      rec = { lastSeq: null, subscribed: false, turn: null, resumed: false };
+      rec = { lastSeq: null, subscribed: false, turn: null, resumed: false, renewing: false };
       this.sessions.set(sessionId, rec);
     }
     return rec;
@@ -290,10 +290,11 @@ export class HarnessClient {
     if (method !== 'session.event' || typeof params?.sessionId !== 'string' || !isEvent(params.event)) return;
     const { sessionId, event } = params;
     const rec = this.session(sessionId);
-    // One event may reach us twice (a prompt and a subscription replay after
-    // a reconnect): the seq says whether it was seen.
-    if (rec.lastSeq !== null && event.seq <= rec.lastSeq) return;
-    rec.lastSeq = event.seq;
+    // The daemon sends each event once per connection (§4.9), and a renewed
+    // subscription starts after the last seq seen, so nothing is dropped
+    // here: an older event may still come after a newer one while a
+    // subscription replays beside a prompt of this connection.
+    if (rec.lastSeq === null || event.seq > rec.lastSeq) rec.lastSeq = event.seq;
     const turn = rec.turn;
     if (turn && (turn.afterSeq === null || event.seq > turn.afterSeq)) {
       turn.push(event);
@@ -329,15 +330,27 @@ export class HarnessClient {
       }
       const params = { sessionId };
       if (rec.lastSeq !== null) params.afterSeq = rec.lastSeq;
+      const resumedTurn = rec.turn;
+      // Until the answer, the daemon may hold another history than the seq we saw.
+      rec.renewing = true;
       this.request('session/subscribe', params).then((res) => {
+        rec.renewing = false;
         // The daemon holds less than we saw: another history; take its numbering.
         if (Number.isInteger(res?.lastSeq) && rec.lastSeq !== null && res.lastSeq < rec.lastSeq) rec.lastSeq = res.lastSeq;
       }, (err) => {
-        if (rec.turn?.started) {
-          rec.turn.fail(err);
+        rec.renewing = false;
+        rec.subscribed = false;
+        if (resumedTurn && rec.turn === resumedTurn) {
+          resumedTurn.fail(err);
           rec.turn = null;
         }
-        this.emit('error', err);
+        // A daemon that lost the session (a restart with --store memory)
+        // numbers it anew; anything else is worth telling.
+        if (err instanceof RpcError && err.code === ErrorCodes.INVALID_PARAMS && /unknown session/.test(err.message)) {
+          rec.lastSeq = null;
+        } else {
+          this.emit('error', err);
+        }
       });
     }
   }
@@ -354,7 +367,9 @@ export class HarnessClient {
   prompt(sessionId, input) {
     const contentBlocks = typeof input === 'string' ? [{ type: 'text', text: input }] : input;
     const rec = this.session(sessionId);
-    const turn = new Turn(sessionId, rec.lastSeq);
+    // Without a subscription every event of the session on this connection
+    // is the prompt's; with one, the older ones a replay brings are not.
+    const turn = new Turn(sessionId, rec.subscribed && !rec.renewing ? rec.lastSeq : null);
     const mine = !rec.turn;
     if (mine) rec.turn = turn;
     // The connection dropped mid-turn: a started turn runs on in the daemon

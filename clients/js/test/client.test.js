@@ -314,3 +314,28 @@ test('close() fails what waits; connect() afterwards starts afresh', async () =>
   for await (const _ of again);
   assert.equal((await again.result).status, 'ok');
 });
+
+test('a daemon restarted with an empty store: the client follows its new numbering', async () => {
+  const first = await startDaemon();
+  const port = Number(new URL(first.url).port);
+  let second = null;
+  try {
+    const client = await connect({}, first.url);
+    const sid = newSession('restart');
+    for await (const _ of client.prompt(sid, 'one'));
+    await client.subscribe(sid, { afterSeq: -1 });
+    const reopened = new Promise((resolve) => client.on('state', (s, d) => { if (d?.resumed) resolve(); }));
+    await first.stop();
+    second = await startDaemon([], { port }); // a fresh session root: the session is unknown there
+    await reopened;
+    const turn = client.prompt(sid, 'two');
+    const events = [];
+    for await (const ev of turn) events.push(ev);
+    assert.equal((await turn.result).status, 'ok');
+    assertContiguous(events);
+    assert.equal(events.at(-1).type, 'turn/end');
+  } finally {
+    await first.stop();
+    await second?.stop();
+  }
+});

@@ -12,10 +12,10 @@ export const repo = path.resolve(here, '..', '..', '..');
 export const harnessdBin = process.env.HARNESSD_BIN || path.join(repo, 'build', 'harnessd');
 
 /** A daemon in a fresh temp dir; `url` is its ws:// URL. Call stop() when done. */
-export async function startDaemon(extraArgs = []) {
+export async function startDaemon(extraArgs = [], { port = 0 } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'harnessd-js-'));
   const ready = path.join(dir, 'ready.json');
-  const args = ['--listen', 'ws://127.0.0.1:0', '--ready-file', ready, '--provider', 'scripted',
+  const args = ['--listen', `ws://127.0.0.1:${port}`, '--ready-file', ready, '--provider', 'scripted',
     '--session-root', path.join(dir, 'sessions'), '--workspace-root', path.join(dir, 'workspaces'),
     '--threads', '2', ...extraArgs];
   const proc = spawn(harnessdBin, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
