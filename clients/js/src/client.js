@@ -5,10 +5,10 @@
 // follows its sessions from the last seq it saw, so no event is lost or
 // repeated.
 
-import { ConnectionClosedError, ErrorCodes, RpcError } from './errors.js';
+import { ConnectionClosedError, ErrorCodes, ProtocolError, RpcError } from './errors.js';
 import { resolveWebSocket, socketArgs } from './socket.js';
 import { Turn } from './turn.js';
-import { classifyFrame, isEvent, statusOfReason } from './validate.js';
+import { classifyFrame, isEvent, isEventEnvelope, statusOfReason } from './validate.js';
 
 const DEFAULT_BACKOFF_MS = [250, 500, 1000, 2000, 4000, 8000, 15000];
 const OPEN = 1;
@@ -287,8 +287,10 @@ export class HarnessClient {
 
   onNotification(method, params) {
     this.emit('notification', { method, params });
-    if (method !== 'session.event' || typeof params?.sessionId !== 'string' || !isEvent(params.event)) return;
+    if (method !== 'session.event' || typeof params?.sessionId !== 'string' || !isEventEnvelope(params.event)) return;
     const { sessionId, event } = params;
+    // Delivered all the same: its seq holds the session's order together.
+    if (!isEvent(event)) this.emit('error', new ProtocolError(`malformed ${event.type} event (seq ${event.seq})`));
     const rec = this.session(sessionId);
     // The daemon sends each event once per connection (§4.9), and a renewed
     // subscription starts after the last seq seen, so nothing is dropped

@@ -257,6 +257,7 @@ export declare class HarnessClient {
 
 export declare function isEvent(value: unknown): value is SessionEvent;
 export declare function isKnownEvent(value: unknown): value is SessionEvent;
+export declare function isEventEnvelope(value: unknown): value is { type: string; seq: number; time: number; data: Record<string, unknown> };
 export declare function isChunk(value: unknown): value is Chunk;
 export declare function isContentBlock(value: unknown): value is ContentBlock;
 export declare function isTextBlock(value: unknown): value is TextBlock;

@@ -4,6 +4,6 @@ export { HarnessClient } from './client.js';
 export { Turn } from './turn.js';
 export { ErrorCodes, HarnessError, RpcError, ConnectionClosedError, ProtocolError } from './errors.js';
 export {
-  isEvent, isKnownEvent, isChunk, isContentBlock, isTextBlock, isTurnEndReason, isUsage, isErrorObject,
+  isEvent, isEventEnvelope, isKnownEvent, isChunk, isContentBlock, isTextBlock, isTurnEndReason, isUsage, isErrorObject,
   classifyFrame, parseNotification, statusOfReason, METHODS, NOTIFICATIONS, EVENT_TYPES, CHUNK_TYPES,
 } from './validate.js';

@@ -113,10 +113,13 @@ export const EVENT_TYPES = Object.freeze(Object.keys(EVENT_DATA));
  * daemon's events still flow through an older client.
  */
 export function isEvent(ev) {
-  if (!isObject(ev) || !isString(ev.type) || !isInt(ev.seq) || ev.seq < 0 || !isNumber(ev.time) || !isObject(ev.data)) {
-    return false;
-  }
+  if (!isEventEnvelope(ev)) return false;
   return Object.hasOwn(EVENT_DATA, ev.type) ? EVENT_DATA[ev.type](ev.data) : true;
+}
+
+/** The envelope alone: `{type, seq, time, data}` with their types, whatever the data holds. */
+export function isEventEnvelope(ev) {
+  return isObject(ev) && isString(ev.type) && isInt(ev.seq) && ev.seq >= 0 && isNumber(ev.time) && isObject(ev.data);
 }
 
 /** An event of a type this package knows, with valid data. */

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { WebSocket } from 'ws';
 import {
-  HarnessClient, RpcError, ConnectionClosedError, ErrorCodes, isKnownEvent, METHODS,
+  HarnessClient, RpcError, ConnectionClosedError, ErrorCodes, isKnownEvent, isEvent, isChunk, METHODS,
+  parseNotification, classifyFrame,
 } from '../src/index.js';
 import { startDaemon, startRelay } from './daemon.js';
 
@@ -338,4 +339,22 @@ test('a daemon restarted with an empty store: the client follows its new numberi
     await first.stop();
     await second?.stop();
   }
+});
+
+test('validators refuse malformed shapes', () => {
+  const ok = { type: 'turn/end', seq: 3, time: 1, data: { turn: 0, reason: { kind: 'completed' } } };
+  assert.ok(isKnownEvent(ok));
+  assert.equal(isKnownEvent({ ...ok, seq: -1 }), false);
+  assert.equal(isKnownEvent({ ...ok, data: { turn: '0', reason: { kind: 'completed' } } }), false);
+  assert.equal(isKnownEvent({ ...ok, data: { turn: 0, reason: { kind: 'aborted' } } }), false);
+  assert.equal(isKnownEvent({ ...ok, type: 'future/event' }), false);
+  assert.equal(isEvent({ ...ok, type: 'future/event', data: {} }), true);
+  assert.equal(isChunk({ type: 'text-delta', index: 0 }), false);
+  assert.equal(isChunk({ type: 'finish', reason: 'bored' }), false);
+  assert.equal(METHODS['session/prompt'].params({ sessionId: 's', contentBlocks: [] }), false);
+  assert.equal(METHODS['session/approve'].params({ sessionId: 's', approvalId: 'a', outcome: 'maybe' }), false);
+  assert.throws(() => parseNotification({ jsonrpc: '2.0', method: 'session.event', params: { sessionId: 's', event: {} } }), TypeError);
+  assert.throws(() => parseNotification({ jsonrpc: '2.0', id: 1, method: 'session.event', params: {} }), TypeError);
+  assert.deepEqual(parseNotification(JSON.stringify({ jsonrpc: '2.0', method: 'x.y', params: { a: 1 } })), { method: 'x.y', params: { a: 1 } });
+  assert.equal(classifyFrame({ jsonrpc: '2.0', id: 1, error: { code: 'x', message: 'm' } }).kind, 'invalid');
 });
