@@ -1,10 +1,15 @@
 # Writes a C++ source that holds the web UI files as byte arrays, so the
 # daemon serves the UI from its own binary (one file to deploy).
-# Inputs: OUTPUT, BASE_DIR, FILES (;-separated paths relative to BASE_DIR).
-set(body "// Generated from web/ at build time. Do not edit.\n#include \"server/web_assets.hpp\"\n\nnamespace harnessd::server {\nnamespace {\n")
+# Inputs: OUTPUT, BASE_DIR, FILES (;-separated entries URL>PATH: the path a
+# file is served at, and the file relative to BASE_DIR).
+set(body "// Generated from web/ and clients/js/src/ at build time. Do not edit.\n#include \"server/web_assets.hpp\"\n\nnamespace harnessd::server {\nnamespace {\n")
 set(table "")
 set(i 0)
-foreach(file IN LISTS FILES)
+foreach(entry IN LISTS FILES)
+  string(FIND "${entry}" ">" sep)
+  string(SUBSTRING "${entry}" 0 ${sep} url)
+  math(EXPR after "${sep} + 1")
+  string(SUBSTRING "${entry}" ${after} -1 file)
   file(READ "${BASE_DIR}/${file}" hex HEX)
   string(LENGTH "${hex}" hex_length)
   math(EXPR size "${hex_length} / 2")
@@ -23,7 +28,7 @@ foreach(file IN LISTS FILES)
   else()
     set(type "application/octet-stream")
   endif()
-  string(APPEND table "  {\"/${file}\", \"${type}\", {reinterpret_cast<const char*>(file_${i}), ${size}}},\n")
+  string(APPEND table "  {\"${url}\", \"${type}\", {reinterpret_cast<const char*>(file_${i}), ${size}}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
 string(APPEND body "const WebAsset assets[] = {\n${table}};\n}  // namespace\n\n")

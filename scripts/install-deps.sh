@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package harnessd needs to build, test and run.
 # --browser also installs Chromium and Node.js and the npm packages of the
-# browser test, the MCP reference servers of the MCP tests and the benchmark
-# peers (from their package-lock.json files).
+# browser test, the JavaScript client (clients/js), the web UI's Markdown
+# libraries (web/), the MCP reference servers of the MCP tests and the
+# benchmark peers (from their package-lock.json files).
 # Safe to run again; used by .ci/run and the README's commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,8 @@ $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${packages[@]}"
 if [ "$browser" = 1 ]; then
   (cd tests/browser && npm ci --no-audit --no-fund)
+  (cd clients/js && npm ci --no-audit --no-fund)
+  (cd web && npm ci --no-audit --no-fund)
   (cd tests/mcp && npm ci --no-audit --no-fund)
   (cd bench/peers/node-reference && npm ci --no-audit --no-fund)
 fi

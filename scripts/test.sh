@@ -41,10 +41,11 @@ if [ "$sanitizers" = 1 ]; then
     echo "$preset build: $(( $(date +%s) - start )) s"
     # The browser test drives the same daemon code over the same sockets as
     # the WebSocket suite; under sanitizers it only adds Chromium's run time.
-    # The deploy checks test files and nginx, not daemon code. The reruns of
+    # The deploy checks test files and nginx, not daemon code; the JavaScript
+    # client's tests (js) drive the daemon as the browser test does. The reruns of
     # the conformance suites over TLS and on the postgres store run once,
     # under ASan; TSan keeps the postgres cluster tests, where nodes race.
-    skip='browser|bench|mock|deploy'
+    skip='browser|js|bench|mock|deploy'
     if [ "$preset" = tsan ]; then skip="$skip|rerun"; fi
     ctest --preset "$preset" -LE "$skip"
   done

@@ -1,14 +1,12 @@
 // Browser test of the web UI (web/) as served by harnessd: Debian's headless
 // Chromium driven by playwright-core, run with node's built-in test runner.
 //
-//   HARNESSD_BIN=build/release/harnessd node --test tests/browser/ui.test.mjs
-//   BROWSER_TEST_PEER=node               node --test tests/browser/ui.test.mjs
+//   HARNESSD_BIN=build/harnessd node --test tests/browser/ui.test.mjs
 //
 // Env: HARNESSD_BIN (daemon to test), HARNESSD_ARGS (extra daemon args,
 // space separated), BROWSER_TEST_STORE (jsonl, the default, or memory),
 // BROWSER_TEST_WEB (auto, the default: serve web/ from disk when the daemon's
-// embedded copy differs; disk; daemon), BROWSER_TEST_PEER=node (use
-// bench/peers/node-reference with --static web/ instead), CHROMIUM (default
+// embedded copy differs; disk; daemon), CHROMIUM (default
 // /usr/bin/chromium), SCREENSHOT_DIR (default tests/browser/out/),
 // HARNESSD_PYTHON (Python 3 with pytest, default /usr/bin/python3).
 //
@@ -28,21 +26,32 @@ import { chromium } from 'playwright-core';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..', '..');
-const peerDir = path.join(repo, 'bench', 'peers', 'node-reference');
 const screenshotDir = path.resolve(process.env.SCREENSHOT_DIR || path.join(here, 'out'));
 const chromiumBin = process.env.CHROMIUM || '/usr/bin/chromium';
-const useNodePeer = process.env.BROWSER_TEST_PEER === 'node';
 const harnessdBin = process.env.HARNESSD_BIN;
 const storeKind = process.env.BROWSER_TEST_STORE || 'jsonl';
 const webMode = process.env.BROWSER_TEST_WEB || 'auto';
-const WEB_FILES = {
-  '/': 'index.html', '/index.html': 'index.html', '/app.js': 'app.js', '/dom.js': 'dom.js', '/tools.js': 'tools.js',
-  '/decisions.js': 'decisions.js', '/context.js': 'context.js', '/style.css': 'style.css',
-};
+
+/**
+ * What the daemon serves, URL path -> file of the source tree, as
+ * src/CMakeLists.txt embeds it: web/ at /, web/vendor/ at /vendor/ and the
+ * JavaScript client's modules (clients/js/src/) at /client/.
+ */
+function webFiles() {
+  const files = { '/': 'web/index.html' };
+  const mounts = [['web', '/'], ['web/vendor', '/vendor/'], ['clients/js/src', '/client/']];
+  for (const [dir, prefix] of mounts) {
+    for (const name of fs.readdirSync(path.join(repo, dir))) {
+      if (/\.(html|js|css)$/.test(name)) files[prefix + name] = `${dir}/${name}`;
+    }
+  }
+  return files;
+}
+const WEB_FILES = webFiles();
 const CONTENT_TYPES = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
 
-const skipReason = !useNodePeer && !harnessdBin
-  ? 'set HARNESSD_BIN=path/to/harnessd or BROWSER_TEST_PEER=node'
+const skipReason = !harnessdBin
+  ? 'set HARNESSD_BIN=path/to/harnessd'
   : !fs.existsSync(chromiumBin) ? `no Chromium at ${chromiumBin} (apt-get install -y chromium)` : false;
 
 const CHROMIUM_ARGS = [
@@ -71,23 +80,12 @@ let baseUrl = null;
 
 async function startServer(port = 0) {
   const ready = path.join(tmp, `ready-${Date.now()}.json`);
-  let cmd;
-  let args;
-  if (useNodePeer) {
-    if (!fs.existsSync(path.join(peerDir, 'node_modules', 'ws'))) {
-      execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: peerDir, stdio: 'inherit' });
-    }
-    cmd = process.execPath;
-    args = [path.join(peerDir, 'server.mjs'), '--ws', `127.0.0.1:${port}`,
-      '--static', path.join(repo, 'web'), '--ready-file', ready];
-  } else {
-    cmd = path.resolve(harnessdBin);
-    args = ['--listen', `ws://127.0.0.1:${port}`, '--ready-file', ready, '--store', storeKind];
-    if (storeKind === 'jsonl') args.push('--session-root', path.join(tmp, 'sessions'));
-    // Each session's tools work in WORKSPACE_ROOT/SESSION_ID.
-    args.push('--workspace-root', workspaceRoot);
-    if (process.env.HARNESSD_ARGS) args.push(...process.env.HARNESSD_ARGS.split(/\s+/).filter(Boolean));
-  }
+  const cmd = path.resolve(harnessdBin);
+  const args = ['--listen', `ws://127.0.0.1:${port}`, '--ready-file', ready, '--store', storeKind];
+  if (storeKind === 'jsonl') args.push('--session-root', path.join(tmp, 'sessions'));
+  // Each session's tools work in WORKSPACE_ROOT/SESSION_ID.
+  args.push('--workspace-root', workspaceRoot);
+  if (process.env.HARNESSD_ARGS) args.push(...process.env.HARNESSD_ARGS.split(/\s+/).filter(Boolean));
   const proc = spawn(cmd, args, { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout.on('data', (d) => { serverLog += d; });
   proc.stderr.on('data', (d) => { serverLog += d; });
@@ -133,17 +131,17 @@ async function stopServer() {
  * harnessd embeds web/ at build time, so a daemon built before the last edit
  * of web/ serves an older UI. By default (BROWSER_TEST_WEB=auto) the pages
  * then get the files of web/ from disk through request routing; the
- * WebSocket still goes to the daemon. The node peer serves web/ itself.
+ * WebSocket still goes to the daemon.
  */
 async function chooseWebSource() {
-  if (useNodePeer || webMode === 'daemon') return false;
+  if (webMode === 'daemon') return false;
   if (webMode === 'disk') return true;
   for (const [urlPath, file] of Object.entries(WEB_FILES)) {
-    if (urlPath === '/index.html') continue;
+    if (urlPath === '/') continue;
     const res = await fetch(new URL(urlPath, baseUrl));
     const served = Buffer.from(await res.arrayBuffer());
-    if (res.status !== 200 || !served.equals(fs.readFileSync(path.join(repo, 'web', file)))) {
-      console.log(`# the daemon's embedded ${file} differs from web/${file}: the pages get web/ from disk`);
+    if (res.status !== 200 || !served.equals(fs.readFileSync(path.join(repo, file)))) {
+      console.log(`# the daemon's embedded ${urlPath} differs from ${file}: the pages get web/ from disk`);
       return true;
     }
   }
@@ -157,7 +155,7 @@ async function routeWebFromDisk(ctx, origin = new URL(baseUrl).origin) {
     route.fulfill({
       status: 200,
       headers: { 'content-type': CONTENT_TYPES[path.extname(file).slice(1)], 'cache-control': 'no-store' },
-      body: fs.readFileSync(path.join(repo, 'web', file)),
+      body: fs.readFileSync(path.join(repo, file)),
     });
   });
 }
@@ -215,21 +213,11 @@ const turnCount = (page) => page.$$eval('[data-testid="turn"]', (els) => els.len
 
 /** The methods the daemon announced in initialize (capabilities.methods). */
 const methodsOf = (page) => page.evaluate(() => (document.body.dataset.methods ?? '').split(' ').filter(Boolean));
-
-const HISTORY_METHODS = ['session/list', 'session/events', 'session/subscribe', 'session/unsubscribe'];
 let serverMethods = [];
-const hasHistory = () => HISTORY_METHODS.every((m) => serverMethods.includes(m));
 
-/**
- * Skips a test of session/list, /events and /subscribe on a server without
- * them; `logs`: the test reads events back, which --store memory does not keep.
- */
-function needsHistory(t, { logs = true } = {}) {
-  if (!hasHistory()) {
-    t.skip(`the server lacks ${HISTORY_METHODS.filter((m) => !serverMethods.includes(m)).join(', ')}`);
-    return true;
-  }
-  if (logs && !useNodePeer && storeKind === 'memory') {
+/** Skips a test that reads logged events back, which --store memory does not keep. */
+function needsHistory(t) {
+  if (storeKind === 'memory') {
     t.skip('--store memory keeps no events to read back');
     return true;
   }
@@ -582,21 +570,6 @@ test('the sidebar lists the sessions with running state and subagent lineage', {
   await page.close();
 });
 
-test('without session/list the sidebar shows the sessions of this browser', { skip: skipReason, timeout: 30000 }, async (t) => {
-  if (serverMethods.includes('session/list')) {
-    t.skip('the server lists sessions');
-    return;
-  }
-  const page = await openPage(`?session=${encodeURIComponent(sessionId)}`);
-  await page.waitForSelector('[data-testid="sidebar-note"]:not(:empty)');
-  assert.match(await page.textContent('[data-testid="sidebar-note"]'), /cannot list sessions/);
-  await page.waitForSelector(`[data-testid="session-item"][data-session="${sessionId}"][aria-current="true"]`);
-  assert.equal(await page.isVisible('[data-testid="more-sessions"]'), false);
-  // Earlier turns come from this browser's own record.
-  await page.waitForSelector('[data-testid="restored-turn"]');
-  await page.close();
-});
-
 // ---- the UI over https and wss (a second daemon with a TLS listener) ---------
 
 const hasOpenssl = (() => {
@@ -608,7 +581,6 @@ const hasOpenssl = (() => {
   }
 })();
 const tlsSkipReason = skipReason
-  || (useNodePeer ? 'the node peer has no TLS listener' : false)
   || (!hasOpenssl ? 'needs the openssl CLI to make a certificate' : false);
 
 let tlsServer = null;
@@ -867,7 +839,7 @@ async function tcpRequests(port, requests) {
   });
 }
 
-test('a page of another origin that posts to the TCP port creates no session', { skip: useNodePeer ? 'harnessd only' : skipReason, timeout: 60000 }, async () => {
+test('a page of another origin that posts to the TCP port creates no session', { skip: skipReason, timeout: 60000 }, async () => {
   const http = await import('node:http');
   const ready = path.join(tmp, `ready-tcp-${Date.now()}.json`);
   const daemon = spawn(path.resolve(harnessdBin), ['--listen', 'tcp://127.0.0.1:0', '--ready-file', ready,
@@ -933,10 +905,9 @@ async function decideNext(page, tool, outcome = 'allowed-once') {
 }
 
 test('tool calls show as cards: arguments, diffs, bash output, errors, folding and the todo checklist', {
-  skip: useNodePeer ? 'harnessd only (@tool needs its tools)' : skipReason, timeout: 90000,
+  skip: skipReason, timeout: 90000,
 }, async (t) => {
   const page = await openPage();
-  if (!serverMethods.length) serverMethods = await methodsOf(page);  // run alone (--test-name-pattern)
   await page.setViewportSize({ width: 1280, height: 1500 });
   const id = await newSession(page);
 
@@ -1040,7 +1011,7 @@ test('tool calls show as cards: arguments, diffs, bash output, errors, folding a
   await page.screenshot({ path: path.join(screenshotDir, 'ui-tools-bash.png') });
 
   // After a reload the cards and the checklist come back from session/events.
-  if (hasHistory() && storeKind !== 'memory') {
+  if (storeKind !== 'memory') {
     t.diagnostic('reloading: the cards and the checklist from session/events');
     await page.reload();
     await page.waitForSelector('#status[data-state="connected"]');
@@ -1062,7 +1033,7 @@ const APPROVAL = '[data-testid="approval-card"]';
 const QUESTION = '[data-testid="question-card"]';
 
 test('an approval asked in one tab is given from a second tab opened while the turn waits', {
-  skip: useNodePeer ? 'harnessd only (approvals)' : skipReason, timeout: 90000,
+  skip: skipReason, timeout: 90000,
 }, async (t) => {
   if (needsHistory(t)) return;
   const tabA = await openPage();
@@ -1124,7 +1095,7 @@ test('an approval asked in one tab is given from a second tab opened while the t
 });
 
 test('a question is answered through its form, after a reload while it waits', {
-  skip: useNodePeer ? 'harnessd only (ask_user_question)' : skipReason, timeout: 90000,
+  skip: skipReason, timeout: 90000,
 }, async (t) => {
   if (needsHistory(t)) return;
   const page = await openPage();
@@ -1214,7 +1185,7 @@ async function startSmallWindowDaemon(dir) {
 }
 
 test('context notes: the request header, workspace instructions and a compaction divider', {
-  skip: useNodePeer ? 'harnessd only (compaction, request/header)' : skipReason, timeout: 90000,
+  skip: skipReason, timeout: 90000,
 }, async (t) => {
   if (storeKind === 'memory') {
     t.skip('--store memory keeps no events to read back');
@@ -1288,6 +1259,41 @@ test('context notes: the request header, workspace instructions and a compaction
     await ctx.close().catch(() => {});
     await daemon.stop();
   }
+});
+
+test('assistant Markdown renders safely: a code block, emphasis, and HTML kept as text', {
+  skip: skipReason, timeout: 60000,
+}, async () => {
+  const page = await openPage();
+  await newSession(page);
+  // The scripted provider echoes the prompt's lines after "echo: ".
+  const prompt = [
+    'Here is **bold** text and a block:',
+    '```js',
+    'const x = 1 < 2;',
+    '```',
+    '<script>window.__pwned = 1</script>',
+    '<img src="x" onerror="window.__pwned = 2">',
+    '[a link](javascript:window.__pwned=3)',
+  ].join('\n');
+  await sendPrompt(page, prompt);
+  assert.equal(await lastTurnSettled(page), 'ok');
+  const last = '[data-testid="turn"]:last-child [data-testid="assistant-text"]';
+  assert.equal(await page.$eval(`${last} strong`, (el) => el.textContent), 'bold');
+  assert.equal((await page.$eval(`${last} pre > code`, (el) => el.textContent)).trim(), 'const x = 1 < 2;');
+  // The model's HTML is text: no element from it, nothing ran, the characters are shown.
+  const found = await page.$$eval('#transcript script, #transcript img, #transcript [onerror]', (els) => els.length);
+  assert.equal(found, 0);
+  const text = await page.$eval(last, (el) => el.textContent);
+  assert.match(text, /<script>window\.__pwned = 1<\/script>/);
+  assert.match(text, /<img src="x" onerror=/);
+  const href = await page.$eval(`${last} a`, (el) => el.getAttribute('href')).catch(() => null);
+  assert.ok(href === null || !/^javascript:/i.test(href), `link href ${href}`);
+  await page.waitForTimeout(200);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await page.$eval(last, (el) => el.scrollIntoView());
+  await page.screenshot({ path: path.join(screenshotDir, 'markdown.png') });
+  await page.close();
 });
 
 test('no uncaught errors in the page', { skip: skipReason }, () => {
