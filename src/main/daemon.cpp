@@ -224,6 +224,14 @@ int Daemon::run() {
   io_.run();
   for (auto& t : pool) t.join();
   finish();
+  if (forced_exit_) {
+    // The io_context still holds the frames of turns and connections cut
+    // short, and destroying them would run their cleanup against sessions
+    // and connections already gone. Their logs are closed and synced
+    // (finish), so the process ends here, as a second signal asks.
+    spdlog::default_logger()->flush();
+    std::_Exit(0);
+  }
   return 0;
 }
 
@@ -379,6 +387,7 @@ void Daemon::on_signal(const boost::system::error_code& ec, int signo) {
   if (ec) return;
   if (stopping_ || draining_) {
     spdlog::warn("signal {} again: exiting now", signo);
+    forced_exit_ = true;
     io_.stop();
     return;
   }
@@ -453,6 +462,7 @@ void Daemon::begin_stop() {
   grace_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     spdlog::warn("connections did not settle within {} ms; exiting", config_.shutdown_grace.count());
+    forced_exit_ = true;
     io_.stop();
   });
   // Once the last connection has closed nothing else is pending and the

@@ -104,6 +104,7 @@ class Daemon {
   boost::asio::steady_timer watchdog_timer_;
   bool draining_ = false;
   bool stopping_ = false;
+  bool forced_exit_ = false;  ///< io_context stopped with work pending: see run()
   std::chrono::steady_clock::time_point drain_deadline_;
   std::uint64_t ended_before_drain_ = 0;
 };
