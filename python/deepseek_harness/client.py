@@ -78,6 +78,8 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 _NOT_RUNNING = "DeepSeek Harness runtime is not running"
 _RUNTIME_CLOSED = "DeepSeek Harness runtime closed"
+# How long an unresponsive runtime gets after stdin closes, and after SIGTERM.
+_UNRESPONSIVE_GRACE_SECONDS = 0.2
 _WRITE_FAILED = "Failed to write to DeepSeek Harness runtime"
 
 
@@ -561,16 +563,25 @@ class HarnessClient:
         :class:`TransportClosedError`.
         """
 
+        self._close(polite=True)
+
+    def _close(self, *, polite: bool) -> None:
+        """``close()``; with ``polite=False`` (an unresponsive runtime) no
+        shutdown request is sent and the runtime gets only a short grace
+        before it is terminated, then killed."""
+
         with self._lifecycle:
             link = self._link
             if link is None:
                 return
             timeout = self.config.shutdown_timeout_seconds
+            if not polite:
+                timeout = _UNRESPONSIVE_GRACE_SECONDS if timeout is None else min(timeout, _UNRESPONSIVE_GRACE_SECONDS)
             # From here on the end of the stream is expected: errors say
             # "closed", and other threads' new requests are refused.
             link.closing = True
             try:
-                if link.error is None:
+                if link.error is None and polite:
                     try:
                         self._call("shutdown", None, timeout_seconds=timeout, internal=True)
                     except Exception as exc:
@@ -651,6 +662,11 @@ class HarnessClient:
             if self.config.auth_token is not None and self.config.address is not None:
                 params["authToken"] = self.config.auth_token
             return self.request("initialize", params, response_model=InitializeResponse)
+        except TimeoutError:
+            # A runtime that never answered initialize will not answer
+            # shutdown either: waiting for it would triple the caller's timeout.
+            self._close(polite=False)
+            raise
         except BaseException:
             self.close()
             raise

@@ -526,6 +526,21 @@ def test_fake_close_kills_a_runtime_that_will_not_exit(fake_client):
         os.waitpid(proc.pid, os.WNOHANG)
 
 
+def test_fake_initialize_timeout_is_the_callers_timeout(tmp_path):
+    # The runtime never answers, ignores stdin EOF and SIGTERM: the caller's
+    # 0.1 s bound holds, plus a short grace to stop the runtime; the polite
+    # shutdown request (and its own timeout) is skipped.
+    client = HarnessClient(HarnessConfig(launch_args_override=fake_argv("mute.py"), request_timeout_seconds=0.1))
+    client.start()
+    proc = client._proc
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        client.initialize(cwd=str(tmp_path), provider="scripted", model="fake")
+    elapsed = time.monotonic() - start
+    assert elapsed < 1.0, elapsed
+    assert proc.returncode == -9 and client._proc is None
+
+
 def test_fake_stderr_is_collected_and_logged(fake_client, caplog):
     caplog.set_level(logging.DEBUG, logger="deepseek_harness.runtime")
     client = fake_client()
