@@ -239,10 +239,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     writer_wakeup_->notify();
   }
 
+  void on_close(std::function<void()> handler) {
+    if (closed_) {
+      asio::post(executor_, std::move(handler));
+      return;
+    }
+    close_handlers_.push_back(std::move(handler));
+  }
+
   /// Fails every pending request; later calls throw at once.
   void mark_closed(const std::string& why) {
     if (!closed_) close_reason_ = why;
     closed_ = true;
+    // Posted, so a handler never runs inside the reader or close().
+    for (auto& handler : std::exchange(close_handlers_, {})) asio::post(executor_, std::move(handler));
     auto pending = std::move(pending_);
     pending_.clear();
     for (auto& [id, p] : pending) {
@@ -368,6 +378,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool reader_done_ = false;
   std::atomic<bool> closed_{false};
   std::string close_reason_;
+  std::vector<std::function<void()>> close_handlers_;
   std::atomic<std::uint64_t> next_subscription_{1};
   ClientStats stats_;
 };
@@ -562,6 +573,7 @@ Subscription Client::subscribe(std::string session_id, NotificationHandler handl
 asio::awaitable<void> Client::close() { co_await core_->close(); }
 
 bool Client::closed() const { return core_->closed(); }
+void Client::on_close(std::function<void()> handler) { core_->on_close(std::move(handler)); }
 
 ClientStats Client::stats() const { return core_->stats(); }
 

@@ -156,7 +156,6 @@ struct Cli {
   Transcript transcript;
   // log --follow, attach: woken by events, signals and the end of the connection.
   std::shared_ptr<harnessd::util::Wakeup> wake = harnessd::util::Wakeup::create(io.get_executor());
-  asio::steady_timer poll_timer{io};
   // Decisions: asked one at a time on the terminal (/dev/tty, opened when
   // first needed), or settled by --approve.
   std::deque<PendingDecision> decisions;
@@ -777,21 +776,6 @@ void on_live_event(Cli& cli, const Notification& n) {
   cli.wake->notify();
 }
 
-/// Wakes the follower when the connection ends (the client reports that only
-/// to pending requests, and a follower has none).
-asio::awaitable<void> watch_connection(Cli& cli) {
-  for (;;) {
-    if (cli.client->closed()) {
-      cli.wake->notify();
-      co_return;
-    }
-    cli.poll_timer.expires_after(std::chrono::milliseconds(100));
-    boost::system::error_code ec;
-    co_await cli.poll_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return;  // cancelled: the follower is done
-  }
-}
-
 /// Subscribes to the session with `after_seq` and prints its events until
 /// `until_end` is met (the transcript's end), a signal or the connection's end.
 /// Returns exit_ok when ended, else exit_connection for a lost connection or
@@ -802,7 +786,9 @@ asio::awaitable<int> follow(Cli& cli, std::int64_t after_seq, bool until_end) {
   std::optional<std::int64_t> after = after_seq;
   SessionSubscription subscription =
       co_await cli.client->session_subscribe(std::move(session), after, std::move(handler));
-  asio::co_spawn(cli.io, watch_connection(cli), asio::detached);
+  // The client reports the connection's end only to pending requests, and
+  // a follower has none.
+  cli.client->on_close([wake = cli.wake] { wake->notify(); });
   int rc = -1;
   for (;;) {
     if (until_end && cli.transcript.ended) {
@@ -818,7 +804,6 @@ asio::awaitable<int> follow(Cli& cli, std::int64_t after_seq, bool until_end) {
     }
     co_await cli.wake->wait();
   }
-  cli.poll_timer.cancel();
   subscription.events.reset();
   co_return rc;
 }

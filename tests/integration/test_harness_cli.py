@@ -473,6 +473,23 @@ def test_log_follow_prints_live_turns_until_interrupted(spawn, tmp_path):
         stop(cli)
 
 
+def test_log_follow_exits_3_when_the_daemon_goes_away(spawn, tmp_path):
+    daemon = spawn()
+    raw = daemon.connect()
+    raw.initialize()
+    raw.run_prompt("L", "hello")
+    cli = start_cli(["log", *connect_args(daemon), "L", "--follow"], tmp_path)
+    try:
+        out = LineReader(cli.stdout)
+        out.wait_for(lambda line: line == "[ok]\n")
+        daemon.proc.kill()
+        daemon.proc.wait(TIMEOUT)
+        assert cli.wait(TIMEOUT) == 3
+        assert "connection lost while following L" in cli.stderr.read()
+    finally:
+        stop(cli)
+
+
 def test_log_follow_json_misses_no_event_and_repeats_none(spawn, tmp_path):
     daemon = spawn()
     raw = daemon.connect()

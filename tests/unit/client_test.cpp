@@ -283,6 +283,29 @@ TEST_CASE("client: a dropped connection fails the pending request with Transport
   run_bounded(io, expect_closed(client, "session/cancel", "closed by the daemon"));
 }
 
+TEST_CASE("client: on_close handlers run once when the daemon drops the connection, and at once afterwards") {
+  asio::io_context io;
+  FakeServer server(io);
+  server.script = [](const json::object&) {
+    return std::vector<std::string>{event_line("S", 0, "turn/start", "{}"), "<close>"};
+  };
+  Client client = connect_fake(io, server);
+  int calls = 0;
+  client.on_close([&calls] { ++calls; });
+  CHECK(calls == 0);
+  run_bounded(io, expect_closed(client, "session/prompt", "closed by the daemon"));
+  io.restart();
+  io.poll();
+  CHECK(calls == 1);
+  bool late = false;
+  client.on_close([&late] { late = true; });
+  CHECK_FALSE(late);  // posted, never run inside the call
+  io.restart();
+  io.poll();
+  CHECK(late);
+  CHECK(calls == 1);
+}
+
 namespace {
 
 asio::awaitable<void> close_soon(Client& client) {

@@ -227,6 +227,10 @@ class Client {
 
   /// True once the connection ended or close() began.
   bool closed() const;
+  /// Calls `handler` once, posted to the client's executor, when the
+  /// connection ends or close() begins (at once if that has happened), so a
+  /// waiter needs no polling. Call it on the client's executor.
+  void on_close(std::function<void()> handler);
   ClientStats stats() const;
   const boost::asio::any_io_executor& executor() const;
 
