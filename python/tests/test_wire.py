@@ -172,7 +172,8 @@ NOTIFICATIONS = {"session.event", "subagent.started", "subagent.finished"}
 EVENT_TYPES = {
     "turn/start", "user/message", "step/start", "step/end", "assistant/chunk", "assistant/message", "tool/call",
     "tool/result", "turn/end", "compact/start", "compact/summary", "compact/end", "approval/requested",
-    "approval/resolved", "question/requested", "question/resolved",
+    "approval/resolved", "question/requested", "question/resolved", "context/message", "request/header",
+    "todo/write",
 }
 
 CHUNK_TYPES = {"block-start", "text-delta", "reasoning-delta", "tool-call-delta", "block-end", "usage", "finish"}

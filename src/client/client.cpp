@@ -96,6 +96,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   const asio::any_io_executor& executor() const { return executor_; }
   bool closed() const { return closed_.load(); }
+  /// Executor-confined: runs `handler` (posted) once the connection ends.
+  void on_close(std::function<void()> handler) {
+    if (closed_) {
+      asio::post(executor_, std::move(handler));
+      return;
+    }
+    close_handlers_.push_back(std::move(handler));
+  }
   ClientStats stats() const { return stats_; }
   std::uint64_t next_subscription_id() { return next_subscription_.fetch_add(1); }
 
@@ -237,14 +245,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     writer_stopped_ = true;
     outbox_.clear();
     writer_wakeup_->notify();
-  }
-
-  void on_close(std::function<void()> handler) {
-    if (closed_) {
-      asio::post(executor_, std::move(handler));
-      return;
-    }
-    close_handlers_.push_back(std::move(handler));
   }
 
   /// Fails every pending request; later calls throw at once.

@@ -445,7 +445,7 @@ class TurnRun final : public llm::ChunkSink {
     auto& logged = session_.logged_instructions();
     for (const InstructionFile& file : files) {
       if (const auto it = logged.find(file.path); it != logged.end() && it->second == file.content) continue;
-      add_raw("context/message", json::object{{"source", "AGENTS.md"}, {"path", file.path}, {"content", file.content}});
+      add(protocol::ContextMessage{.path = file.path, .content = file.content});
       logged[file.path] = file.content;
     }
     instructions_ = instructions_text(files);
@@ -465,9 +465,12 @@ class TurnRun final : public llm::ChunkSink {
   /// Logs request/header when what frames the conversation (system prompt,
   /// tools, model and settings) differs from the session's last one.
   void add_request_header(const llm::ModelRequest& request) {
-    json::array tools;
-    for (const llm::ToolSpec& tool : request.tools) tools.emplace_back(tool.name);
-    json::object settings{{"contextWindow", input_.context_window}};
+    protocol::RequestHeader header{.provider = std::string(input_.provider->name()),
+                                   .model = request.model,
+                                   .system_prompt = request.system_prompt};
+    for (const llm::ToolSpec& tool : request.tools) header.tools.push_back(tool.name);
+    json::object& settings = header.settings;
+    settings["contextWindow"] = input_.context_window;
     if (request.settings.thinking) settings["thinking"] = *request.settings.thinking ? "enabled" : "disabled";
     if (request.settings.reasoning_effort) settings["reasoningEffort"] = *request.settings.reasoning_effort;
     if (request.settings.temperature) settings["temperature"] = *request.settings.temperature;
@@ -476,14 +479,9 @@ class TurnRun final : public llm::ChunkSink {
     }
     if (request.max_tokens) settings["maxTokens"] = *request.max_tokens;
     if (input_.max_steps > 0) settings["maxSteps"] = input_.max_steps;
-    json::object header{{"provider", input_.provider->name()},
-                        {"model", request.model},
-                        {"systemPrompt", request.system_prompt},
-                        {"tools", std::move(tools)},
-                        {"settings", std::move(settings)}};
-    std::string serialized = json::serialize(header);
+    std::string serialized = json::serialize(json::value_from(header));
     if (serialized == session_.logged_request_header()) return;
-    add_raw("request/header", header);
+    add(header);
     session_.logged_request_header() = std::move(serialized);
   }
 

@@ -263,6 +263,72 @@ QuestionRequested tag_invoke(json::value_to_tag<QuestionRequested>, const json::
                            .questions = read::array(data, "questions")};
 }
 
+std::string_view to_string(TodoStatus status) {
+  switch (status) {
+    case TodoStatus::pending: return "pending";
+    case TodoStatus::in_progress: return "in_progress";
+    case TodoStatus::completed: return "completed";
+  }
+  return "pending";
+}
+
+std::optional<TodoStatus> parse_todo_status(std::string_view text) {
+  if (text == "pending") return TodoStatus::pending;
+  if (text == "in_progress") return TodoStatus::in_progress;
+  if (text == "completed") return TodoStatus::completed;
+  return std::nullopt;
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const ContextMessage& event) {
+  out = json::object{{"source", event.source}, {"path", event.path}, {"content", event.content}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const RequestHeader& event) {
+  json::array tools;
+  for (const std::string& name : event.tools) tools.emplace_back(name);
+  out = json::object{{"provider", event.provider},
+                     {"model", event.model},
+                     {"systemPrompt", event.system_prompt},
+                     {"tools", std::move(tools)},
+                     {"settings", event.settings}};
+}
+
+void tag_invoke(json::value_from_tag, json::value& out, const TodoWrite& event) {
+  json::array todos;
+  for (const TodoItem& todo : event.todos) {
+    todos.push_back(json::object{{"content", todo.content}, {"status", to_string(todo.status)}});
+  }
+  out = json::object{{"todos", std::move(todos)}};
+}
+
+ContextMessage tag_invoke(json::value_to_tag<ContextMessage>, const json::value& value) {
+  const json::object& data = data_object(value);
+  return ContextMessage{.source = read::string(data, "source"),
+                        .path = read::string(data, "path"),
+                        .content = read::string(data, "content")};
+}
+
+RequestHeader tag_invoke(json::value_to_tag<RequestHeader>, const json::value& value) {
+  const json::object& data = data_object(value);
+  RequestHeader event{.provider = read::string(data, "provider"),
+                      .model = read::string(data, "model"),
+                      .system_prompt = read::string(data, "systemPrompt"),
+                      .settings = read::object(data, "settings")};
+  for (const json::value& name : read::array(data, "tools")) event.tools.push_back(read::string(name, "tools"));
+  return event;
+}
+
+TodoWrite tag_invoke(json::value_to_tag<TodoWrite>, const json::value& value) {
+  const json::object& data = data_object(value);
+  TodoWrite event;
+  for (const json::value& entry : read::array(data, "todos")) {
+    const json::object& todo = read::object(entry, "todo");
+    event.todos.push_back(TodoItem{.content = read::string(todo, "content"),
+                                   .status = parsed(parse_todo_status(read::string(todo, "status")), "status")});
+  }
+  return event;
+}
+
 QuestionResolved tag_invoke(json::value_to_tag<QuestionResolved>, const json::value& value) {
   const json::object& data = data_object(value);
   return QuestionResolved{.question_id = read::string(data, "questionId"),

@@ -3,7 +3,12 @@
 // it and a reloaded session still has it.
 #include "tools/builtin.hpp"
 
+#include "harnessd/protocol/events.hpp"
+
 #include <boost/json/array.hpp>
+#include <boost/json/value_from.hpp>
+
+#include <optional>
 
 namespace harnessd::tools {
 namespace asio = boost::asio;
@@ -49,7 +54,7 @@ class TodoWriteTool final : public Tool {
   asio::awaitable<ToolResult> run(const json::object& args, ToolContext& context) override {
     const json::value& todos = args.at("todos");
     if (!todos.is_array()) co_return ToolResult::failure("INVALID_ARGUMENTS", "todo_write: \"todos\" must be an array");
-    json::array clean;
+    protocol::TodoWrite event;
     std::size_t done = 0;
     std::size_t index = 0;
     for (const json::value& item : todos.get_array()) {
@@ -60,20 +65,21 @@ class TodoWriteTool final : public Tool {
       if (content == nullptr || !content->is_string() || content->get_string().empty()) {
         co_return ToolResult::failure("INVALID_ARGUMENTS", where + ".content must be a non-empty string");
       }
-      if (status == nullptr || !status->is_string() ||
-          (status->get_string() != "pending" && status->get_string() != "in_progress" &&
-           status->get_string() != "completed")) {
+      const std::optional<protocol::TodoStatus> parsed =
+          status != nullptr && status->is_string() ? protocol::parse_todo_status(status->get_string()) : std::nullopt;
+      if (!parsed) {
         co_return ToolResult::failure("INVALID_ARGUMENTS",
                                       where + ".status must be \"pending\", \"in_progress\" or \"completed\"");
       }
-      if (status->get_string() == "completed") ++done;
-      clean.push_back(json::object{{"content", content->get_string()}, {"status", status->get_string()}});
+      if (*parsed == protocol::TodoStatus::completed) ++done;
+      event.todos.push_back(protocol::TodoItem{.content = std::string(content->get_string()), .status = *parsed});
     }
-    const std::size_t total = clean.size();
-    context.emit("todo/write", json::object{{"todos", clean}});
+    const std::size_t total = event.todos.size();
+    json::object data = json::value_from(event).get_object();
     ToolResult result;
     result.text = "todo list updated: " + std::to_string(done) + " of " + std::to_string(total) + " completed";
-    result.meta = json::object{{"todos", std::move(clean)}};
+    result.meta = json::object{{"todos", data.at("todos")}};
+    context.emit(protocol::TodoWrite::type, std::move(data));
     co_return result;
   }
 };

@@ -161,6 +161,43 @@ struct QuestionResolved {
   QuestionOutcome outcome = QuestionOutcome::answered;
 };
 
+/// One workspace instruction file (AGENTS.md) as the model was sent it;
+/// logged when first sent in the session and after it changed.
+struct ContextMessage {
+  static constexpr std::string_view type = "context/message";
+  std::string source = "AGENTS.md";
+  std::string path;
+  std::string content;
+};
+
+/// What frames the following requests, logged when it changes: the system
+/// prompt, the offered tools' names and the request settings.
+struct RequestHeader {
+  static constexpr std::string_view type = "request/header";
+  std::string provider;
+  std::string model;
+  std::string system_prompt;
+  std::vector<std::string> tools;
+  /// contextWindow, and whichever of thinking, reasoningEffort, temperature,
+  /// stop, maxTokens and maxSteps are set.
+  boost::json::object settings;
+};
+
+enum class TodoStatus { pending, in_progress, completed };
+std::string_view to_string(TodoStatus status);
+std::optional<TodoStatus> parse_todo_status(std::string_view text);
+
+struct TodoItem {
+  std::string content;
+  TodoStatus status = TodoStatus::pending;
+};
+
+/// The session's checklist as todo_write replaced it.
+struct TodoWrite {
+  static constexpr std::string_view type = "todo/write";
+  std::vector<TodoItem> todos;
+};
+
 // Each event's `data` object, both ways: value_from writes it as the log
 // and the notifications carry it; value_to reads it back (clients, the
 // session's replay of its log) and throws std::invalid_argument for data of
@@ -180,6 +217,9 @@ void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const Appr
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ApprovalResolved& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const QuestionRequested& event);
 void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const QuestionResolved& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const ContextMessage& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const RequestHeader& event);
+void tag_invoke(boost::json::value_from_tag, boost::json::value& out, const TodoWrite& event);
 
 TurnStart tag_invoke(boost::json::value_to_tag<TurnStart>, const boost::json::value& data);
 UserMessage tag_invoke(boost::json::value_to_tag<UserMessage>, const boost::json::value& data);
@@ -196,5 +236,8 @@ ApprovalRequested tag_invoke(boost::json::value_to_tag<ApprovalRequested>, const
 ApprovalResolved tag_invoke(boost::json::value_to_tag<ApprovalResolved>, const boost::json::value& data);
 QuestionRequested tag_invoke(boost::json::value_to_tag<QuestionRequested>, const boost::json::value& data);
 QuestionResolved tag_invoke(boost::json::value_to_tag<QuestionResolved>, const boost::json::value& data);
+ContextMessage tag_invoke(boost::json::value_to_tag<ContextMessage>, const boost::json::value& data);
+RequestHeader tag_invoke(boost::json::value_to_tag<RequestHeader>, const boost::json::value& data);
+TodoWrite tag_invoke(boost::json::value_to_tag<TodoWrite>, const boost::json::value& data);
 
 }  // namespace harnessd::protocol
