@@ -1,18 +1,15 @@
 #include "store/postgres_store.hpp"
 
 #include "store/errc.hpp"
-#include "store/pg/commit_group.hpp"
 #include "store/pg/connection.hpp"
+#include "store/pg/leases.hpp"
+#include "store/pg/listener.hpp"
+#include "store/pg/pool.hpp"
+#include "store/pg/text.hpp"
+#include "store/pg/writer.hpp"
 #include "util/wakeup.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -21,9 +18,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -32,9 +29,14 @@
 namespace harnessd::store {
 namespace asio = boost::asio;
 namespace json = boost::json;
+using pg::checked;
 using pg::Connection;
+using pg::num;
+using pg::PendingWrite;
 using pg::Result;
 using pg::Statement;
+using pg::to_int;
+using pg::WriteState;
 
 namespace {
 
@@ -110,106 +112,25 @@ RETURNING lease_epoch, last_seq
 )sql";
 constexpr std::string_view lease_owner_sql =
     "SELECT lease_owner FROM harnessd_sessions WHERE id = $1 AND lease_until >= now()";
-constexpr std::string_view renew_lease_sql = R"sql(
-UPDATE harnessd_sessions SET lease_until = now() + $4::bigint * interval '1 millisecond'
-WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3
-)sql";
 constexpr std::string_view release_lease_sql = R"sql(
 UPDATE harnessd_sessions SET lease_owner = NULL, lease_until = NULL
 WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3
 )sql";
 
-constexpr std::string_view cancel_channel = "harnessd_cancel";
-constexpr std::string_view decision_channel = "harnessd_decision";
-
-// A commit group holds at most this much; the rest waits for the next one.
-constexpr std::size_t group_max_events = 4096;
-constexpr std::size_t group_max_bytes = 8 * 1024 * 1024;
-
-std::string num(std::int64_t v) { return std::to_string(v); }
-
-/// A system_error's own text, without the category's message what() appends.
-std::string reason_of(const std::system_error& e) {
-  std::string text = e.what();
-  const std::string suffix = ": " + e.code().message();
-  if (text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    text.resize(text.size() - suffix.size());
-  }
-  return text;
-}
-
-std::int64_t to_int(const std::optional<std::string>& cell) {
-  if (!cell) return 0;
-  return std::stoll(*cell);
-}
-
-[[noreturn]] void throw_failed(const Result& r, std::string_view what) {
-  throw std::system_error(errc::unavailable, fmt::format("{}: {}", what, r.error));
-}
-
-const Result& checked(const Result& r, std::string_view what) {
-  if (!r.ok) throw_failed(r, what);
-  return r;
-}
-
-/// Where a commit of appended events stands.
-struct WriteState {
-  enum Status { pending, committed, fenced, failed };
-  std::atomic<Status> status{pending};
-  std::string error;  ///< set before status, with `failed`
-  std::shared_ptr<util::Wakeup> wake;
-};
-
-struct PendingWrite {
-  std::string session_id;
-  std::int64_t epoch = 0;
-  std::int64_t first_seq = 0;
-  std::size_t count = 0;
-  std::string events;  ///< one per line
-  LogPosition at;
-  std::shared_ptr<WriteState> state;
-};
-
 }  // namespace
 
-struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State> {
-  asio::any_io_executor executor;
-  PostgresOptions options;
-  std::atomic<bool> stopping{false};
-
-  // --- the pool of read connections (the writer and the listener have their own) ---
-  std::size_t pool_max = 1;
-  std::mutex pool_mutex;
-  std::vector<std::unique_ptr<Connection>> idle;
-  std::size_t pool_out = 0;  ///< connections (or connection attempts) handed out
-  std::deque<std::shared_ptr<util::Wakeup>> pool_waiters;
-
-  // --- group commit ---
-  // Both reset by stop(): the store outlives the io_context they belong to.
-  std::optional<asio::strand<asio::any_io_executor>> writer_strand;
-  std::shared_ptr<util::Wakeup> writer_wake;
-  std::mutex write_mutex;
-  std::deque<PendingWrite> queued;
-
-  // --- health and counters ---
-  mutable std::mutex health_mutex;
-  std::string health = "connecting";
-  std::atomic<std::size_t> open_logs{0};
-  std::atomic<std::uint64_t> commits{0}, commit_events{0}, commit_failures{0}, commit_us_total{0};
-  std::atomic<std::uint64_t> commit_us_max{0};
-  std::atomic<std::uint64_t> leases_taken{0}, leases_refused{0}, leases_lost{0}, writes_fenced{0};
-  std::atomic<std::uint64_t> cancels_forwarded{0}, cancels_received{0};
-
-  std::mutex cancel_mutex;
-  std::function<void(const std::string&)> on_cancel;
-  std::function<void(const std::string&)> on_decision;
-  Connection* listening = nullptr;  ///< the listener's connection (under cancel_mutex)
-
+// What the store's parts share: the options, the stop flag, the health
+// the parts report, the counters of the store's own calls; and the parts.
+// Logs and coroutines hold it as long as they need any of it.
+struct PostgresStore::State {
   State(asio::any_io_executor ex, PostgresOptions o)
-      : executor(std::move(ex)), options(std::move(o)), writer_strand(asio::make_strand(executor)) {
-    pool_max = options.pool_size > 2 ? options.pool_size - 2 : 1;
-    writer_wake = util::Wakeup::create(*writer_strand);
-  }
+      : executor(std::move(ex)),
+        options(std::move(o)),
+        pool(std::make_shared<pg::Pool>(executor, options.url, options.lease_ttl,
+                                        options.pool_size > 2 ? options.pool_size - 2 : 1, report_health())),
+        writer(executor, options.url, options.lease_ttl, options.node_id, stopping, report_health()),
+        listener(executor, options.url, options.lease_ttl, stopping, report_health()),
+        leases(pool, options.node_id, options.lease_ttl) {}
 
   void set_health(std::string status) {
     std::lock_guard lock(health_mutex);
@@ -218,284 +139,31 @@ struct PostgresStore::State : std::enable_shared_from_this<PostgresStore::State>
     health = std::move(status);
   }
 
-  // A connection for one use; back to the pool when done (a broken one is dropped).
-  struct Pooled {
-    std::shared_ptr<State> state;
-    std::unique_ptr<Connection> conn;
-    Pooled(std::shared_ptr<State> s, std::unique_ptr<Connection> c) : state(std::move(s)), conn(std::move(c)) {}
-    Pooled(Pooled&&) = default;
-    ~Pooled() {
-      if (state) state->give_back(std::move(conn));
-    }
-    Connection* operator->() const { return conn.get(); }
-  };
-
-  asio::awaitable<Pooled> acquire() {
-    const auto waiter_executor = co_await asio::this_coro::executor;
-    std::shared_ptr<util::Wakeup> wake;
-    for (;;) {
-      {
-        std::lock_guard lock(pool_mutex);
-        if (!idle.empty()) {
-          std::unique_ptr<Connection> conn = std::move(idle.back());
-          idle.pop_back();
-          co_return Pooled(shared_from_this(), std::move(conn));
-        }
-        if (pool_out < pool_max) {
-          ++pool_out;
-          break;
-        }
-        if (!wake) wake = util::Wakeup::create(waiter_executor);
-        if (std::find(pool_waiters.begin(), pool_waiters.end(), wake) == pool_waiters.end()) {
-          pool_waiters.push_back(wake);
-        }
-      }
-      co_await wake->wait();
-    }
-    std::unique_ptr<Connection> conn;
-    try {
-      conn = co_await Connection::open(executor, options.url, options.lease_ttl);
-    } catch (const std::system_error& e) {
-      give_back(nullptr);
-      set_health(reason_of(e));
-      throw;
-    }
-    co_return Pooled(shared_from_this(), std::move(conn));
+  /// For the parts, which this state outlives (the pool is told only while
+  /// a holder of the state waits on acquire()).
+  std::function<void(std::string)> report_health() {
+    return [this](std::string status) { set_health(std::move(status)); };
   }
 
-  void give_back(std::unique_ptr<Connection> conn) {
-    std::deque<std::shared_ptr<util::Wakeup>> waiters;
-    {
-      std::lock_guard lock(pool_mutex);
-      if (conn && !conn->broken()) {
-        idle.push_back(std::move(conn));
-      } else {
-        --pool_out;
-      }
-      waiters.swap(pool_waiters);
-    }
-    // Every waiter looks again: one takes the connection, the others queue
-    // up anew. Waking one alone could wake one that no longer waits.
-    for (const auto& w : waiters) w->notify();
-  }
+  asio::any_io_executor executor;
+  PostgresOptions options;
+  std::atomic<bool> stopping{false};
 
-  // --- group commit: one writer, many sessions' events per transaction ---
+  // --- health and counters (the parts keep their own) ---
+  mutable std::mutex health_mutex;
+  std::string health = "connecting";
+  std::atomic<std::size_t> open_logs{0};
+  std::atomic<std::uint64_t> leases_taken{0}, leases_refused{0};
+  std::atomic<std::uint64_t> cancels_forwarded{0};
 
-  void enqueue(PendingWrite write) {
-    {
-      std::lock_guard lock(write_mutex);
-      queued.push_back(std::move(write));
-    }
-    if (writer_wake) writer_wake->notify();
-  }
-
-  std::vector<PendingWrite> take_group() {
-    std::vector<PendingWrite> group;
-    std::size_t events = 0;
-    std::size_t bytes = 0;
-    std::lock_guard lock(write_mutex);
-    while (!queued.empty() && (group.empty() || (events + queued.front().count <= group_max_events &&
-                                                 bytes + queued.front().events.size() <= group_max_bytes))) {
-      events += queued.front().count;
-      bytes += queued.front().events.size();
-      group.push_back(std::move(queued.front()));
-      queued.pop_front();
-    }
-    return group;
-  }
-
-  static void settle(PendingWrite& write, WriteState::Status status, std::string error = {}) {
-    write.state->error = std::move(error);
-    write.state->status.store(status, std::memory_order_release);
-    write.state->wake->notify();
-  }
-
-  asio::awaitable<void> writer() {
-    std::unique_ptr<Connection> conn;
-    asio::steady_timer backoff(*writer_strand);
-    const std::string ttl = num(options.lease_ttl.count());
-    for (;;) {
-      std::vector<PendingWrite> group = take_group();
-      if (group.empty()) {
-        if (stopping.load()) co_return;
-        co_await writer_wake->wait();
-        continue;
-      }
-      std::vector<Statement> statements;
-      std::vector<pg::GroupWrite> writes;
-      statements.reserve(group.size());
-      writes.reserve(group.size());
-      for (PendingWrite& w : group) {
-        writes.push_back(pg::GroupWrite{w.session_id, w.epoch, w.count});
-        statements.push_back(Statement{write_statement,
-                                       {w.session_id, num(w.epoch), options.node_id, num(w.at.last_seq),
-                                        num(w.at.turns), num(w.at.time_ms), num(w.first_seq), std::move(w.events),
-                                        ttl},
-                                       true});
-      }
-      const auto started = std::chrono::steady_clock::now();
-      std::optional<std::vector<pg::Settled>> settled;
-      bool retried = false;
-      std::string broken;
-      try {
-        if (!conn || conn->broken()) {
-          conn = co_await Connection::open(executor, options.url, options.lease_ttl);
-          // Parsed and planned once per connection, not once per write.
-          std::string name(write_statement);
-          std::string sql(write_sql);
-          co_await conn->prepare(std::move(name), std::move(sql));
-        }
-        const std::vector<Result> together = co_await conn->run(statements);
-        settled = pg::settle_together(writes, together);
-        if (!settled) {
-          // One write failed, so the transaction of all of them did: each
-          // runs again in a transaction of its own, so that only the one
-          // that fails alone fails its turn.
-          retried = true;
-          const auto failed = std::find_if(together.begin(), together.end(), [](const Result& r) { return !r.ok; });
-          spdlog::warn("postgres: a commit group of {} writes failed ({}); each runs again alone", group.size(),
-                       failed != together.end() ? failed->error : std::string("no result"));
-          const std::vector<Result> alone = co_await conn->run_each(statements);
-          settled = pg::settle_alone(writes, alone);
-        }
-      } catch (const std::system_error& e) {
-        broken = reason_of(e);
-      }
-      if (retried) commit_failures.fetch_add(1);
-      if (!broken.empty()) {
-        conn.reset();
-        commit_failures.fetch_add(1);
-        set_health(broken);
-        for (PendingWrite& w : group) settle(w, WriteState::failed, broken);
-        // Do not spin on a database that is down: the next group waits a little.
-        backoff.expires_after(std::chrono::milliseconds(200));
-        co_await backoff.async_wait(asio::use_awaitable);
-        continue;
-      }
-      const auto us = static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
-      commits.fetch_add(1);
-      commit_us_total.fetch_add(us);
-      for (std::uint64_t seen = commit_us_max.load(); us > seen && !commit_us_max.compare_exchange_weak(seen, us);) {
-      }
-      set_health("ok");
-      for (std::size_t i = 0; i < group.size(); ++i) {
-        pg::Settled& s = (*settled)[i];
-        switch (s.outcome) {
-          case pg::WriteOutcome::committed:
-            commit_events.fetch_add(group[i].count);
-            settle(group[i], WriteState::committed);
-            break;
-          case pg::WriteOutcome::fenced:
-            writes_fenced.fetch_add(1);
-            settle(group[i], WriteState::fenced);
-            break;
-          case pg::WriteOutcome::failed:
-            commit_failures.fetch_add(1);
-            spdlog::warn("session {}: write of seq {}..{} not committed: {}", group[i].session_id,
-                         group[i].first_seq, group[i].at.last_seq, s.error);
-            settle(group[i], WriteState::failed, std::move(s.error));
-            break;
-        }
-      }
-    }
-  }
-
-  // --- cancels forwarded between nodes: LISTEN/NOTIFY; also the health probe ---
-
-  asio::awaitable<void> listener() {
-    asio::steady_timer retry(executor);
-    for (;;) {
-      try {
-        std::unique_ptr<Connection> conn = co_await Connection::open(executor, options.url, options.lease_ttl);
-        struct Listening {
-          State& state;
-          Listening(State& s, Connection* c) : state(s) {
-            std::lock_guard lock(state.cancel_mutex);
-            state.listening = c;
-          }
-          ~Listening() {
-            std::lock_guard lock(state.cancel_mutex);
-            state.listening = nullptr;
-          }
-        } listening_now(*this, conn.get());
-        if (stopping.load()) co_return;
-        static constexpr std::array<std::string_view, 2> channels{cancel_channel, decision_channel};
-        for (const std::string_view channel : channels) {
-          const std::string listen = "LISTEN " + std::string(channel);
-          const Statement statement{listen, {}};
-          const Result listening = co_await conn->run(statement);
-          checked(listening, "LISTEN");
-        }
-        set_health("ok");
-        for (;;) {
-          std::vector<pg::Notification> notes = co_await conn->notifications();
-          std::function<void(const std::string&)> cancel_handler;
-          std::function<void(const std::string&)> decision_handler;
-          {
-            std::lock_guard lock(cancel_mutex);
-            cancel_handler = on_cancel;
-            decision_handler = on_decision;
-          }
-          for (const pg::Notification& n : notes) {
-            if (n.channel == decision_channel) {
-              if (decision_handler) decision_handler(n.payload);
-              continue;
-            }
-            cancels_received.fetch_add(1);
-            if (cancel_handler) cancel_handler(n.payload);
-          }
-        }
-      } catch (const std::system_error& e) {
-        set_health(reason_of(e));
-      }
-      if (stopping.load()) co_return;
-      retry.expires_after(std::chrono::milliseconds(500));
-      co_await retry.async_wait(asio::use_awaitable);
-    }
-  }
+  // --- the parts ---
+  std::shared_ptr<pg::Pool> pool;  ///< read connections (the writer and the listener have their own)
+  pg::Writer writer;
+  pg::Listener listener;
+  pg::Leases leases;
 };
 
 namespace {
-
-/// Renews a lease every third of its TTL while a turn runs.
-struct Renewal : std::enable_shared_from_this<Renewal> {
-  asio::strand<asio::any_io_executor> strand;
-  asio::steady_timer timer;
-  bool stopped = false;
-  explicit Renewal(const asio::any_io_executor& ex) : strand(asio::make_strand(ex)), timer(strand) {}
-
-  void stop() {
-    asio::post(strand, [self = shared_from_this()] {
-      self->stopped = true;
-      self->timer.cancel();
-    });
-  }
-};
-
-asio::awaitable<void> renew(std::shared_ptr<PostgresStore::State> state, std::shared_ptr<Renewal> renewal,
-                            std::string id, std::int64_t epoch) {
-  const auto period = std::max(state->options.lease_ttl / 3, std::chrono::milliseconds(10));
-  const std::string ttl = num(state->options.lease_ttl.count());
-  for (;;) {
-    renewal->timer.expires_after(period);
-    boost::system::error_code ec;
-    co_await renewal->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (renewal->stopped) co_return;
-    try {
-      auto conn = co_await state->acquire();
-      const Statement statement{renew_lease_sql, {id, num(epoch), state->options.node_id, ttl}};
-      const Result r = co_await conn->run(statement);
-      if (r.ok && r.affected == 0) {
-        state->leases_lost.fetch_add(1);
-        spdlog::warn("session {}: lease lost to another node; its writes will be refused", id);
-        co_return;
-      }
-    } catch (const std::system_error& e) {
-      spdlog::warn("session {}: lease not renewed: {}", id, e.what());
-    }
-  }
-}
 
 class PostgresLog final : public SessionLog {
  public:
@@ -533,7 +201,7 @@ class PostgresLog final : public SessionLog {
     w.state->wake = wake_;
     pending_.push_back(w.state);
     known_seq_ = at.last_seq;
-    state_->enqueue(std::move(w));
+    state_->writer.enqueue(std::move(w));
   }
 
   bool commits_async() const override { return true; }
@@ -559,7 +227,7 @@ class PostgresLog final : public SessionLog {
 
   asio::awaitable<CatchUp> begin_turn() override {
     executor_ = co_await asio::this_coro::executor;
-    auto conn = co_await state_->acquire();
+    auto conn = co_await state_->pool->acquire();
     const Statement take[] = {
         Statement{take_lease_sql, {id_, state_->options.node_id, num(state_->options.lease_ttl.count())}},
         Statement{lease_owner_sql, {id_}}};
@@ -577,8 +245,8 @@ class PostgresLog final : public SessionLog {
     state_->leases_taken.fetch_add(1);
     epoch_ = to_int(taken.rows[0][0]);
     const std::int64_t db_last = to_int(taken.rows[0][1]);
-    renewal_ = std::make_shared<Renewal>(state_->executor);
-    asio::co_spawn(renewal_->strand, renew(state_, renewal_, id_, epoch_), asio::detached);
+    // The renewal keeps the state alive while it runs, as a log does.
+    renewal_ = pg::Renewal::start(state_->executor, std::shared_ptr<pg::Leases>(state_, &state_->leases), id_, epoch_);
 
     CatchUp caught;
     if (stale_ || db_last != known_seq_) caught = co_await read_newer(*conn.conn, stale_ || db_last < known_seq_);
@@ -586,7 +254,7 @@ class PostgresLog final : public SessionLog {
   }
 
   asio::awaitable<CatchUp> catch_up() override {
-    auto conn = co_await state_->acquire();
+    auto conn = co_await state_->pool->acquire();
     CatchUp caught = co_await read_newer(*conn.conn, stale_);
     co_return caught;
   }
@@ -597,7 +265,7 @@ class PostgresLog final : public SessionLog {
       renewal_.reset();
     }
     try {
-      auto conn = co_await state_->acquire();
+      auto conn = co_await state_->pool->acquire();
       const Statement statement{release_lease_sql, {id_, num(epoch_), state_->options.node_id}};
       co_await conn->run(statement);
     } catch (const std::system_error& e) {
@@ -636,7 +304,7 @@ class PostgresLog final : public SessionLog {
   asio::any_io_executor executor_;
   std::shared_ptr<util::Wakeup> wake_;
   std::vector<std::shared_ptr<WriteState>> pending_;
-  std::shared_ptr<Renewal> renewal_;
+  std::shared_ptr<pg::Renewal> renewal_;
 };
 
 std::optional<std::string> optional_text(const std::optional<std::string>& v) { return v; }
@@ -695,13 +363,13 @@ void PostgresStore::migrate_now() {
 }
 
 void PostgresStore::start() {
-  asio::co_spawn(*state_->writer_strand, state_->writer(), asio::detached);
-  asio::co_spawn(asio::make_strand(state_->executor), state_->listener(), asio::detached);
+  state_->writer.start();
+  state_->listener.start();
 }
 
 asio::awaitable<std::unique_ptr<SessionLog>> PostgresStore::open(SessionHeader header, OpenMode mode) {
   std::shared_ptr<State> state = state_;
-  auto conn = co_await state->acquire();
+  auto conn = co_await state->pool->acquire();
   std::vector<Statement> statements;
   if (mode == OpenMode::create) {
     statements.push_back(Statement{
@@ -740,7 +408,7 @@ asio::awaitable<ListPage> PostgresStore::list(std::optional<std::string> cursor_
   std::optional<ListCursor> cursor;
   if (cursor_text) cursor = parse_list_cursor(*cursor_text);
   std::shared_ptr<State> state = state_;
-  auto conn = co_await state->acquire();
+  auto conn = co_await state->pool->acquire();
   // Newest update first, then by id in byte order: the order of session/list.
   Statement statement{
       "SELECT id, created_at, updated_at, last_seq, turns, parent_id, "
@@ -775,7 +443,7 @@ asio::awaitable<ListPage> PostgresStore::list(std::optional<std::string> cursor_
 asio::awaitable<std::optional<EventPage>> PostgresStore::read_events(std::string id, std::int64_t after_seq,
                                                                      std::size_t limit, std::size_t max_bytes) {
   std::shared_ptr<State> state = state_;
-  auto conn = co_await state->acquire();
+  auto conn = co_await state->pool->acquire();
   const Statement statements[] = {
       Statement{"SELECT last_seq FROM harnessd_sessions WHERE id = $1", {id}},
       Statement{read_page_sql,
@@ -800,7 +468,7 @@ std::size_t PostgresStore::open_logs() const { return state_->open_logs.load(std
 
 asio::awaitable<bool> PostgresStore::remove(std::string id) {
   std::shared_ptr<State> state = state_;
-  auto conn = co_await state->acquire();
+  auto conn = co_await state->pool->acquire();
   // One statement: the row is locked, and its events and the row go only
   // when no other live node holds the lease (events first: they reference
   // the row). The outer SELECT reads the row as it was before.
@@ -821,12 +489,12 @@ asio::awaitable<bool> PostgresStore::remove(std::string id) {
 
 asio::awaitable<bool> PostgresStore::forward_cancel(std::string session_id) {
   std::shared_ptr<State> state = state_;
-  auto conn = co_await state->acquire();
+  auto conn = co_await state->pool->acquire();
   // Only when another live node runs the session: the payload is its id.
   const Statement statement{
       "SELECT pg_notify($3, id) FROM harnessd_sessions WHERE id = $1 AND "
       "lease_owner IS NOT NULL AND lease_owner <> $2 AND lease_until > now()",
-      {session_id, state->options.node_id, std::string(cancel_channel)}};
+      {session_id, state->options.node_id, std::string(pg::cancel_channel)}};
   const Result r = co_await conn->run(statement);
   checked(r, "forwarding a cancel");
   if (r.rows.empty()) co_return false;
@@ -835,25 +503,23 @@ asio::awaitable<bool> PostgresStore::forward_cancel(std::string session_id) {
 }
 
 void PostgresStore::on_forwarded_cancel(std::function<void(const std::string&)> handler) {
-  std::lock_guard lock(state_->cancel_mutex);
-  state_->on_cancel = std::move(handler);
+  state_->listener.on_cancel(std::move(handler));
 }
 
 asio::awaitable<bool> PostgresStore::forward_decision(std::string session_id, std::string message) {
   std::shared_ptr<State> state = state_;
-  auto conn = co_await state->acquire();
+  auto conn = co_await state->pool->acquire();
   const Statement statement{
       "SELECT pg_notify($3, $4) FROM harnessd_sessions WHERE id = $1 AND "
       "lease_owner IS NOT NULL AND lease_owner <> $2 AND lease_until > now()",
-      {session_id, state->options.node_id, std::string(decision_channel), message}};
+      {session_id, state->options.node_id, std::string(pg::decision_channel), message}};
   const Result r = co_await conn->run(statement);
   checked(r, "forwarding a decision");
   co_return !r.rows.empty();
 }
 
 void PostgresStore::on_forwarded_decision(std::function<void(const std::string&)> handler) {
-  std::lock_guard lock(state_->cancel_mutex);
-  state_->on_decision = std::move(handler);
+  state_->listener.on_decision(std::move(handler));
 }
 
 std::string PostgresStore::database_status() const {
@@ -863,39 +529,35 @@ std::string PostgresStore::database_status() const {
 
 std::string PostgresStore::metrics() const {
   const State& s = *state_;
-  std::size_t idle = 0;
-  std::size_t out = 0;
-  {
-    std::lock_guard lock(state_->pool_mutex);
-    idle = s.idle.size();
-    out = s.pool_out;
-  }
-  const double commits = static_cast<double>(s.commits.load());
+  const pg::Pool::Usage pool = s.pool->usage();
+  const pg::Writer::Counters& w = s.writer.counters();
+  const double commits = static_cast<double>(w.commits.load());
   std::string m;
   const auto add = [&m](std::string_view name, std::string_view type, std::string_view help, auto value) {
     m += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
   };
-  add("harnessd_pg_pool_size", "gauge", "Read connections the pool may hold (--postgres-pool minus two).", s.pool_max);
-  add("harnessd_pg_pool_in_use", "gauge", "Read connections in use now.", out - idle);
-  add("harnessd_pg_pool_idle", "gauge", "Read connections open and idle.", idle);
-  add("harnessd_pg_commits_total", "counter", "Commit groups written.", s.commits.load());
-  add("harnessd_pg_committed_events_total", "counter", "Events committed.", s.commit_events.load());
-  add("harnessd_pg_commit_failures_total", "counter", "Commit groups or writes that failed.", s.commit_failures.load());
+  add("harnessd_pg_pool_size", "gauge", "Read connections the pool may hold (--postgres-pool minus two).",
+      s.pool->max());
+  add("harnessd_pg_pool_in_use", "gauge", "Read connections in use now.", pool.out - pool.idle);
+  add("harnessd_pg_pool_idle", "gauge", "Read connections open and idle.", pool.idle);
+  add("harnessd_pg_commits_total", "counter", "Commit groups written.", w.commits.load());
+  add("harnessd_pg_committed_events_total", "counter", "Events committed.", w.commit_events.load());
+  add("harnessd_pg_commit_failures_total", "counter", "Commit groups or writes that failed.", w.commit_failures.load());
   add("harnessd_pg_commit_seconds_sum", "counter", "Time spent in commits.",
-      static_cast<double>(s.commit_us_total.load()) / 1e6);
+      static_cast<double>(w.commit_us_total.load()) / 1e6);
   add("harnessd_pg_commit_seconds_mean", "gauge", "Mean commit latency.",
-      commits > 0 ? static_cast<double>(s.commit_us_total.load()) / 1e6 / commits : 0.0);
+      commits > 0 ? static_cast<double>(w.commit_us_total.load()) / 1e6 / commits : 0.0);
   add("harnessd_pg_commit_seconds_max", "gauge", "Longest commit so far.",
-      static_cast<double>(s.commit_us_max.load()) / 1e6);
+      static_cast<double>(w.commit_us_max.load()) / 1e6);
   add("harnessd_pg_leases_taken_total", "counter", "Session leases taken by this node.", s.leases_taken.load());
   add("harnessd_pg_leases_refused_total", "counter", "Prompts refused: another node held the lease.",
       s.leases_refused.load());
-  add("harnessd_pg_leases_lost_total", "counter", "Leases found taken over while renewing.", s.leases_lost.load());
-  add("harnessd_pg_writes_fenced_total", "counter", "Writes refused by the lease epoch.", s.writes_fenced.load());
+  add("harnessd_pg_leases_lost_total", "counter", "Leases found taken over while renewing.", s.leases.lost());
+  add("harnessd_pg_writes_fenced_total", "counter", "Writes refused by the lease epoch.", w.writes_fenced.load());
   add("harnessd_pg_cancels_forwarded_total", "counter", "session/cancel sent on to the node running the turn.",
       s.cancels_forwarded.load());
   add("harnessd_pg_cancels_received_total", "counter", "Cancels received from other nodes.",
-      s.cancels_received.load());
+      s.listener.cancels_received());
   add("harnessd_pg_up", "gauge", "1 when the database answered the last time it was asked.",
       database_status() == "ok" ? 1 : 0);
   return m;
@@ -903,22 +565,15 @@ std::string PostgresStore::metrics() const {
 
 void PostgresStore::begin_stop() {
   state_->stopping = true;
-  if (state_->writer_wake) state_->writer_wake->notify();
-  std::lock_guard lock(state_->cancel_mutex);
-  if (state_->listening != nullptr) state_->listening->interrupt();
+  state_->writer.begin_stop();
+  state_->listener.begin_stop();
 }
 
 void PostgresStore::stop() {
   begin_stop();
   // The store outlives the io_context: what belongs to it goes now.
-  state_->writer_wake.reset();
-  state_->writer_strand.reset();
-  {
-    std::lock_guard lock(state_->write_mutex);
-    state_->queued.clear();  // their wake-ups are timers too
-  }
-  std::lock_guard lock(state_->pool_mutex);
-  state_->pool_waiters.clear();
+  state_->writer.stop();
+  state_->pool->stop();
 }
 
 }  // namespace harnessd::store

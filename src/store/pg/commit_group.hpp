@@ -1,6 +1,6 @@
 // How the writes of one commit group end, decided from the database's
-// answers alone: kept apart from the writer (src/store/postgres_store.cpp)
-// so that the rules can be tested without a database.
+// answers alone: kept apart from the writer (writer.cpp) so that the rules
+// can be tested without a database.
 //
 // A group first runs as one transaction. If any statement of it fails,
 // PostgreSQL rolls back the whole transaction, the statements that had
