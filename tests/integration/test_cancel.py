@@ -137,6 +137,14 @@ def test_connection_close_mid_turn(tcp_daemon):
     assert d.proc.poll() is None
     c2 = d.connect()
     c2.initialize()
+    # turn/end is in the log before it is synced; the session takes a new
+    # prompt once the turn has settled (§4.2), which session/list shows.
+    deadline = time.monotonic() + 10
+    while True:
+        listed = result_of(c2.response(c2.request("session/list", {})))["sessions"]
+        if not any(s["sessionId"] == "K" and s["running"] for s in listed) or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     resp, events = c2.run_prompt("K", "afterwards")
     assert result_of(resp) == OK
     check_turn(events, turn=2)
