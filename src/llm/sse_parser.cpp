@@ -2,6 +2,8 @@
 // appended at once (not byte by byte) so a large chunk costs one copy.
 #include "llm/sse_parser.hpp"
 
+#include <algorithm>
+
 namespace harnessd::llm {
 
 void SseParser::feed(std::string_view bytes, std::vector<Event>& out) {
@@ -84,6 +86,14 @@ void SseParser::on_line(std::string_view line, std::vector<Event>& out) {
       return;
     }
     event_ = std::string(value);
+  } else if (field == "id") {
+    // An ID holding NUL is ignored (the format's rule); lines are bounded.
+    if (value.find('\0') == std::string_view::npos) last_event_id_ = std::string(value);
+  } else if (field == "retry") {
+    // Digits only, else ignored; bounded so that the milliseconds fit.
+    const bool digits = !value.empty() && value.size() <= 12 &&
+                        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) retry_ms_ = std::stoll(std::string(value));
   }
 }
 

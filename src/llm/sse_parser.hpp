@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +47,11 @@ class SseParser {
   /// A sentence for the turn's error message; "" while error() is none.
   std::string error_message() const;
   const Limits& limits() const noexcept { return limits_; }
+  /// The stream's last event ID (the latest `id:` field; "" until one came),
+  /// what a reconnecting client sends as Last-Event-ID.
+  const std::string& last_event_id() const noexcept { return last_event_id_; }
+  /// The stream's reconnection time (the latest valid `retry:` field), in ms.
+  std::optional<std::int64_t> retry_ms() const noexcept { return retry_ms_; }
   /// Bytes held for the unfinished line and event.
   std::size_t buffered_bytes() const noexcept { return line_.size() + data_.size() + event_.size(); }
 
@@ -57,6 +64,8 @@ class SseParser {
   std::string line_;
   std::string data_;
   std::string event_;
+  std::string last_event_id_;
+  std::optional<std::int64_t> retry_ms_;
   bool has_data_ = false;
   bool after_cr_ = false;  // a '\r' ended the last line; a following '\n' belongs to it
 };

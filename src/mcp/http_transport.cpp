@@ -9,6 +9,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -18,12 +19,16 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <map>
+#include <optional>
 #include <variant>
 
 namespace harnessd::mcp {
@@ -58,6 +63,12 @@ struct Connection {
 };
 
 /// A JSON-RPC error answer to `id`, for a request the server did not answer.
+// An answer stream that ends early is resumed at most this many times in a
+// row, after its `retry` time (this much when it gives none, capped).
+constexpr int max_resumes = 8;
+constexpr std::int64_t default_retry_ms = 500;
+constexpr std::int64_t max_retry_ms = 30'000;
+
 std::string error_answer(std::int64_t id, const std::string& message) {
   json::object error{{"code", -32000}, {"message", message}};
   json::object answer{{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
@@ -157,37 +168,77 @@ class HttpTransport final : public Transport, public std::enable_shared_from_thi
     co_return true;
   }
 
-  /// One POST (a message) or GET (the server's own stream) and its answer.
+  /// Where a request's SSE stream that ended before its answer goes on: a
+  /// GET naming the last event seen, after the stream's retry time.
+  struct Resume {
+    std::string last_event_id;
+    std::chrono::milliseconds delay;
+  };
+
+  /// One POST (a message) or GET (the server's own stream) and its answer;
+  /// a request's answer stream that ends early is resumed (Last-Event-ID).
   static asio::awaitable<void> exchange(std::shared_ptr<HttpTransport> self, http::verb verb, std::string body,
                                         std::optional<std::int64_t> request_id) {
-    // Registered before connecting, so stop() and abandon() reach a
-    // connect that hangs too.
-    std::shared_ptr<Connection> connection = self->make_connection();
     const std::int64_t key = request_id ? *request_id : --self->next_anonymous_;
-    self->open_[key] = connection;
-    std::string error;
-    const bool connected = co_await connect(self, connection, error);
-    const bool abandoned = self->open_.erase(key) == 0;
-    if (!connected || self->done_ || abandoned) {
-      // Unreachable: the server is down until a restart reaches it again.
-      if (!connected && !abandoned && verb == http::verb::post) self->closed(error);
-      co_return;
+    std::string last_event_id;  // set for a resuming GET
+    for (int resumes = 0;; ++resumes) {
+      // Registered before connecting, so stop() and abandon() reach a
+      // connect that hangs too.
+      std::shared_ptr<Connection> connection = self->make_connection();
+      self->open_[key] = connection;
+      std::string error;
+      const bool connected = co_await connect(self, connection, error);
+      const bool abandoned = self->open_.erase(key) == 0;
+      if (!connected || self->done_ || abandoned) {
+        // Unreachable: the server is down until a restart reaches it again.
+        if (!connected && !abandoned && (verb == http::verb::post || request_id)) self->closed(error);
+        co_return;
+      }
+      self->open_[key] = connection;
+      const bool may_resume = resumes < max_resumes;
+      std::optional<Resume> resume;
+      if (std::holds_alternative<TlsStream>(connection->stream)) {
+        resume = co_await run_exchange(self, std::get<TlsStream>(connection->stream), *connection, verb,
+                                       std::move(body), request_id, last_event_id, may_resume);
+      } else {
+        resume = co_await run_exchange(self, std::get<PlainStream>(connection->stream), *connection, verb,
+                                       std::move(body), request_id, last_event_id, may_resume);
+      }
+      // The closed connection stays registered while the resume waits: an
+      // abandon() in between erases it, and the resume does not happen.
+      if (!resume || self->done_ || !self->open_.contains(key)) {
+        self->open_.erase(key);
+        co_return;
+      }
+      spdlog::debug("mcp {}: the answer stream of request {} ended early; resuming after event {} in {} ms",
+                    self->config_.name, key, resume->last_event_id, resume->delay.count());
+      asio::steady_timer wait(self->strand_, resume->delay);
+      error_code ec;
+      co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (self->done_ || !self->open_.contains(key)) co_return;
+      verb = http::verb::get;
+      body.clear();
+      last_event_id = std::move(resume->last_event_id);
     }
-    self->open_[key] = connection;
-    if (std::holds_alternative<TlsStream>(connection->stream)) {
-      co_await run_exchange(self, std::get<TlsStream>(connection->stream), *connection, verb, std::move(body),
-                            request_id);
-    } else {
-      co_await run_exchange(self, std::get<PlainStream>(connection->stream), *connection, verb, std::move(body),
-                            request_id);
-    }
-    self->open_.erase(key);
   }
 
+  /// Whether `message` is the answer (result or error) to request `id`.
+  static bool answers(std::string_view message, std::int64_t id) {
+    error_code ec;
+    const json::value parsed = json::parse(message, ec);
+    const json::object* object = ec ? nullptr : parsed.if_object();
+    if (object == nullptr || (!object->contains("result") && !object->contains("error"))) return false;
+    const json::value* answered = object->if_contains("id");
+    return answered != nullptr && answered->is_int64() && answered->get_int64() == id;
+  }
+
+  /// Returns where to resume when `may_resume` and a request's SSE answer
+  /// stream ended, cleanly or not, before the answer but after an event ID.
   template <class Stream>
-  static asio::awaitable<void> run_exchange(std::shared_ptr<HttpTransport> self, Stream& stream, Connection& connection,
-                                            http::verb verb, std::string body,
-                                            std::optional<std::int64_t> request_id) {
+  static asio::awaitable<std::optional<Resume>> run_exchange(std::shared_ptr<HttpTransport> self, Stream& stream,
+                                                             Connection& connection, http::verb verb, std::string body,
+                                                             std::optional<std::int64_t> request_id,
+                                                             std::string last_event_id, bool may_resume) {
     beast::tcp_stream& lowest = connection.lowest();
     connection.buffer.max_size(1 << 20);
     http::request<http::string_body> request{verb, self->url_.target(), 11};
@@ -197,6 +248,7 @@ class HttpTransport final : public Transport, public std::enable_shared_from_thi
                                                             : "application/json, text/event-stream");
     if (!self->session_id_.empty()) request.set("Mcp-Session-Id", self->session_id_);
     if (!self->protocol_version_.empty()) request.set("MCP-Protocol-Version", self->protocol_version_);
+    if (!last_event_id.empty()) request.set("Last-Event-ID", last_event_id);
     for (const auto& [name, value] : self->config_.headers) request.set(name, value);
     if (verb == http::verb::post) {
       request.set(http::field::content_type, "application/json");
@@ -209,7 +261,7 @@ class HttpTransport final : public Transport, public std::enable_shared_from_thi
     co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       self->fail_request(request_id, "sending to the MCP server failed: " + ec.message());
-      co_return;
+      co_return std::nullopt;
     }
     // A request's wait is bounded by its caller (timeout, cancel: abandon);
     // a notification's answer is only an acknowledgement.
@@ -219,32 +271,33 @@ class HttpTransport final : public Transport, public std::enable_shared_from_thi
     co_await http::async_read_header(stream, connection.buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       self->fail_request(request_id, "the MCP server sent no answer: " + ec.message());
-      co_return;
+      co_return std::nullopt;
     }
-    if (self->done_) co_return;
+    if (self->done_) co_return std::nullopt;
     const unsigned status = parser.get().result_int();
     if (const auto id = parser.get()["Mcp-Session-Id"]; !id.empty() && self->session_id_.empty()) {
       self->session_id_ = std::string(id);
     }
-    if (status == 202 || status == 204) co_return;
-    if (verb == http::verb::get && status != 200) {
+    if (status == 202 || status == 204) co_return std::nullopt;
+    if (verb == http::verb::get && !request_id && status != 200) {
       spdlog::debug("mcp {}: no server stream (HTTP {})", self->config_.name, status);
-      co_return;
+      co_return std::nullopt;
     }
     if (status == 404 && !self->session_id_.empty()) {
       // The server forgot our session: a new one begins with initialize.
       self->closed("the MCP session expired (HTTP 404)");
-      co_return;
+      co_return std::nullopt;
     }
     if (status != 200) {
       self->fail_request(request_id, "the MCP server answered HTTP " + std::to_string(status));
-      co_return;
+      co_return std::nullopt;
     }
     const std::string content_type(parser.get()[http::field::content_type]);
     const bool sse = content_type.find("text/event-stream") != std::string::npos;
     llm::SseParser events_parser(llm::SseParser::Limits{self->options_.max_message_bytes, self->options_.max_message_bytes});
     std::vector<llm::SseParser::Event> events;
     std::string whole;
+    bool answered = false;
     std::array<char, 16 * 1024> chunk{};
     while (!parser.is_done()) {
       parser.get().body().data = chunk.data();
@@ -257,15 +310,16 @@ class HttpTransport final : public Transport, public std::enable_shared_from_thi
         if (whole.size() + got.size() > self->options_.max_message_bytes) {
           self->fail_request(request_id, "the MCP server's answer exceeds " +
                                              std::to_string(self->options_.max_message_bytes) + " bytes");
-          co_return;
+          co_return std::nullopt;
         }
         whole.append(got);
         continue;
       }
       events_parser.feed(got, events);
       for (llm::SseParser::Event& event : events) {
-        if (self->done_) co_return;
+        if (self->done_) co_return std::nullopt;
         if ((event.event.empty() || event.event == "message") && !event.data.empty() && self->handlers_.on_message) {
+          if (request_id && !answered) answered = answers(event.data, *request_id);
           self->handlers_.on_message(std::move(event.data));
         }
       }
@@ -275,11 +329,21 @@ class HttpTransport final : public Transport, public std::enable_shared_from_thi
         break;
       }
     }
-    if (self->done_) co_return;
+    if (self->done_) co_return std::nullopt;
     if (!sse && parser.is_done() && self->handlers_.on_message) self->handlers_.on_message(std::move(whole));
+    // A server may end an answer stream early and keep the rest for a GET
+    // that names the last event seen, after the stream's `retry` time.
+    const std::string& resume_after =
+        events_parser.last_event_id().empty() ? last_event_id : events_parser.last_event_id();
+    if (sse && request_id && !answered && may_resume && !resume_after.empty() &&
+        events_parser.error() == llm::SseParser::Error::none) {
+      const std::int64_t delay = std::min(events_parser.retry_ms().value_or(default_retry_ms), max_retry_ms);
+      co_return Resume{resume_after, std::chrono::milliseconds(delay)};
+    }
     // Ignored by the client when the answer came; otherwise the call ends
     // now instead of at its timeout.
     self->fail_request(request_id, "the MCP server ended its HTTP answer without a result");
+    co_return std::nullopt;
   }
 
   /// A request whose answer cannot come gets an error answer at once,

@@ -135,16 +135,19 @@ def test_connection_close_mid_turn(tcp_daemon):
 
     # daemon healthy: a new connection works and the session takes a new prompt
     assert d.proc.poll() is None
-    c2 = d.connect()
-    c2.initialize()
     # turn/end is in the log before it is synced; the session takes a new
-    # prompt once the turn has settled (§4.2), which session/list shows.
+    # prompt once the turn has settled (§4.2), which session/list shows (asked
+    # on a connection of its own: c2's request ids must stay those of c1).
+    watcher = d.connect()
+    watcher.initialize()
     deadline = time.monotonic() + 10
     while True:
-        listed = result_of(c2.response(c2.request("session/list", {})))["sessions"]
+        listed = result_of(watcher.response(watcher.request("session/list", {})))["sessions"]
         if not any(s["sessionId"] == "K" and s["running"] for s in listed) or time.monotonic() > deadline:
             break
         time.sleep(0.02)
+    c2 = d.connect()
+    c2.initialize()
     resp, events = c2.run_prompt("K", "afterwards")
     assert result_of(resp) == OK
     check_turn(events, turn=2)

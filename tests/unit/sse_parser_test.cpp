@@ -5,9 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 using harnessd::llm::SseParser;
+using namespace std::string_view_literals;
 
 namespace {
 std::vector<SseParser::Event> parse_in_pieces(const std::string& stream, std::size_t cut) {
@@ -128,4 +130,22 @@ TEST_CASE("the default limits are 1 MiB per line and 4 MiB per event") {
   parser.feed("data: " + std::string(3 * 1024 * 1024, 'h'), events);
   CHECK(parser.error() == SseParser::Error::line_too_long);
   CHECK(parser.buffered_bytes() == 0);
+}
+
+TEST_CASE("the last event ID and the retry time are kept for a reconnect, whether or not an event is dispatched") {
+  SseParser parser;
+  std::vector<SseParser::Event> events;
+  CHECK(parser.last_event_id().empty());
+  CHECK_FALSE(parser.retry_ms().has_value());
+  // A priming event: an ID and a retry time, no data, nothing dispatched.
+  parser.feed("id: event-1\nretry: 500\ndata: \n\n", events);
+  CHECK(parser.last_event_id() == "event-1");
+  CHECK(parser.retry_ms() == 500);
+  parser.feed("id: event-2\ndata: {\"x\":1}\n\nretry: 5x\nretry: 99999999999999\nid: a\0b\n\n"sv, events);
+  REQUIRE_FALSE(events.empty());
+  CHECK(events.back().data == "{\"x\":1}");
+  CHECK(parser.last_event_id() == "event-2");  // an ID with NUL is ignored
+  CHECK(parser.retry_ms() == 500);             // so are a retry that is not digits and one too long
+  parser.feed("id\n\n", events);
+  CHECK(parser.last_event_id().empty());  // an empty ID resets it
 }
