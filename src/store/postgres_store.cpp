@@ -69,25 +69,6 @@ CREATE TABLE IF NOT EXISTS harnessd_events (
 );
 )sql";
 
-// A write of one session's events: only under the lease it was made with
-// (the fence) and right after the session's last seq (never past a gap a
-// failed write left), in the same statement that moves the session's
-// position. Events travel as one text, a line each (serialized JSON has no
-// raw newline).
-constexpr std::string_view write_sql = R"sql(
-WITH lease AS (
-  UPDATE harnessd_sessions
-  SET last_seq = $4::bigint, turns = $5::bigint, updated_at = $6::bigint,
-      lease_until = now() + $9::bigint * interval '1 millisecond'
-  WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3 AND last_seq = $7::bigint - 1
-  RETURNING id)
-INSERT INTO harnessd_events (session_id, seq, event)
-SELECT lease.id, $7::bigint + e.n - 1, e.event
-FROM lease, string_to_table($8, E'\n') WITH ORDINALITY AS e(event, n)
-)sql";
-
-constexpr std::string_view write_statement = "harnessd_write";
-
 // A page of session/events, capped in SQL: at most $3 events, and no more
 // than $4 bytes of them once the page has one (so a single larger event is
 // still readable), so no more than about a page ever leaves the database.
