@@ -485,7 +485,9 @@ def test_log_follow_exits_3_when_the_daemon_goes_away(spawn, tmp_path):
         daemon.proc.kill()
         daemon.proc.wait(TIMEOUT)
         assert cli.wait(TIMEOUT) == 3
-        assert "connection lost while following L" in cli.stderr.read()
+        # "... while following L", or, when the subscribe was still in
+        # flight (a slow build), the failed request's own message.
+        assert "harness: connection lost" in cli.stderr.read()
     finally:
         stop(cli)
 
