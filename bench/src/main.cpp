@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   CLI::App app{"harness-bench: load benchmark for harnessd and its bench peers"};
   auto* connect_opt = app.add_option("--connect", connect, "tcp://HOST:PORT or ws://HOST:PORT of a running server");
   auto* spawn_opt =
-      app.add_option("--spawn-stdio", spawn, "spawn PATH --stdio --store memory (one per connection) and drive its pipes");
+      app.add_option("--spawn-stdio", spawn, "spawn PATH --stdio --store memory (one per connection) and drive its stdin and stdout");
   connect_opt->excludes(spawn_opt);
   app.add_option("--server-pid", pids, "server pid(s) to sample CPU and RSS from /proc (spawned servers are sampled anyway)");
   app.add_option("--connections,-N", opt.connections, "connections")->check(CLI::PositiveNumber);

@@ -88,9 +88,10 @@ class ChildProcessTransport final : public NdjsonClientTransport {
  public:
   ChildProcessTransport(const asio::any_io_executor& executor, const transport::Child& child, std::string program,
                         std::chrono::milliseconds grace)
-      : NdjsonClientTransport(transport::make_pipe_stream(asio::posix::stream_descriptor(executor, child.stdout_fd),
-                                                          asio::posix::stream_descriptor(executor, child.stdin_fd),
-                                                          "stdio:" + program + "[" + std::to_string(child.pid) + "]")),
+      : NdjsonClientTransport(transport::make_child_stream(
+            asio::posix::stream_descriptor(executor, child.stdout_fd),
+            asio::local::stream_protocol::socket(executor, asio::local::stream_protocol(), child.stdin_fd),
+            "stdio:" + program + "[" + std::to_string(child.pid) + "]")),
         pid_(child.pid),
         grace_(grace) {}
 

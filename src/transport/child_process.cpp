@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,8 +38,14 @@ struct FdPair {
 
 Child spawn_child(const ChildSpec& spec) {
   if (spec.argv.empty()) throw std::invalid_argument("spawn_child: no program");
-  FdPair in, out;  // in: parent writes -> child stdin; out: child stdout -> parent reads
-  if (::pipe2(in.fd, O_CLOEXEC) != 0) throw_errno(errno, "pipe");
+  // in: parent writes -> child stdin; out: child stdout -> parent reads.
+  // stdin is a socket, not a pipe: the parent sends with MSG_NOSIGNAL, so a
+  // child that closed its stdin costs the parent an EPIPE, never a SIGPIPE
+  // (a library must not assume its host ignores SIGPIPE). Our end only
+  // sends: the child cannot write back through its stdin.
+  FdPair in, out;
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in.fd) != 0) throw_errno(errno, "socketpair");
+  ::shutdown(in.fd[1], SHUT_RD);
   if (::pipe2(out.fd, O_CLOEXEC) != 0) throw_errno(errno, "pipe");
 
   std::vector<std::string> args = spec.argv;

@@ -1,5 +1,6 @@
-// A child process on two pipes: the far end of a stdio transport, as the
-// client and harness-bench start `harnessd --stdio`.
+// A child process on a socket (its stdin) and a pipe (its stdout): the far
+// end of a stdio transport, as the client and harness-bench start
+// `harnessd --stdio`.
 #pragma once
 
 #include <sys/types.h>
@@ -24,7 +25,7 @@ struct ChildSpec {
 /// owns them).
 struct Child {
   pid_t pid = -1;
-  int stdin_fd = -1;   ///< write here: the child's stdin
+  int stdin_fd = -1;   ///< write here: the child's stdin (a UNIX stream socket; send, never read)
   int stdout_fd = -1;  ///< read here: the child's stdout
 };
 

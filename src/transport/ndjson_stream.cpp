@@ -62,9 +62,12 @@ class TcpStream final : public ByteStream {
   std::string peer_;
 };
 
+/// Reads a descriptor, writes `Out`: a descriptor (write(2)) or a UNIX
+/// socket (send with MSG_NOSIGNAL).
+template <class Out>
 class PipeStream final : public ByteStream {
  public:
-  PipeStream(asio::posix::stream_descriptor in, asio::posix::stream_descriptor out, std::string peer)
+  PipeStream(asio::posix::stream_descriptor in, Out out, std::string peer)
       : in_(std::move(in)), out_(std::move(out)), peer_(std::move(peer)) {}
 
   asio::awaitable<std::size_t> read_some(std::span<char> buffer, error_code& ec) override {
@@ -99,13 +102,13 @@ class PipeStream final : public ByteStream {
   std::string peer() const override { return peer_; }
 
   std::uint64_t kernel_queued_bytes() const override {
-    return out_.is_open() ? detail::kernel_queued_bytes(const_cast<asio::posix::stream_descriptor&>(out_).native_handle())
+    return out_.is_open() ? detail::kernel_queued_bytes(const_cast<Out&>(out_).native_handle())
                           : 0;
   }
 
  private:
   asio::posix::stream_descriptor in_;
-  asio::posix::stream_descriptor out_;
+  Out out_;
   std::string peer_;
   bool stopped_ = false;
 };
@@ -121,7 +124,13 @@ std::unique_ptr<ByteStream> make_tcp_stream(asio::ip::tcp::socket socket) {
 
 std::unique_ptr<ByteStream> make_pipe_stream(asio::posix::stream_descriptor in, asio::posix::stream_descriptor out,
                                              std::string peer) {
-  return std::make_unique<PipeStream>(std::move(in), std::move(out), std::move(peer));
+  return std::make_unique<PipeStream<asio::posix::stream_descriptor>>(std::move(in), std::move(out), std::move(peer));
+}
+
+std::unique_ptr<ByteStream> make_child_stream(asio::posix::stream_descriptor from_child,
+                                              asio::local::stream_protocol::socket to_child, std::string peer) {
+  return std::make_unique<PipeStream<asio::local::stream_protocol::socket>>(std::move(from_child), std::move(to_child),
+                                                                            std::move(peer));
 }
 
 NdjsonStream::NdjsonStream(std::unique_ptr<ByteStream> stream, std::size_t max_frame_bytes,

@@ -10,6 +10,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -49,6 +50,12 @@ std::unique_ptr<ByteStream> make_tcp_stream(boost::asio::ip::tcp::socket socket)
 /// such files.
 std::unique_ptr<ByteStream> make_pipe_stream(boost::asio::posix::stream_descriptor in,
                                              boost::asio::posix::stream_descriptor out, std::string peer);
+
+/// A spawned child's stdout pipe and its stdin socket (spawn_child makes
+/// stdin a UNIX socket so that writing to a child that stopped reading fails
+/// with EPIPE instead of raising SIGPIPE in a host that never ignored it).
+std::unique_ptr<ByteStream> make_child_stream(boost::asio::posix::stream_descriptor from_child,
+                                              boost::asio::local::stream_protocol::socket to_child, std::string peer);
 
 /// Whole lines in, batches of lines out, over a ByteStream.
 class NdjsonStream {

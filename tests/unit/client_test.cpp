@@ -936,6 +936,28 @@ TEST_CASE("client: a child that dies reports its exit status in TransportClosed"
   CHECK(what.find("exited with status 1") != std::string::npos);
 }
 
+TEST_CASE("client: a child that stops reading fails the request; the caller gets no SIGPIPE") {
+  // This process leaves SIGPIPE at its default, as most programs do: a write
+  // to a reader that is gone must fail the request, not kill the caller.
+  const std::filesystem::path script = std::filesystem::temp_directory_path() /
+                                       ("harness-deaf-" + std::to_string(::getpid()) + ".sh");
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nexec 0<&-\nsleep 1\n";  // stdin closed, stdout kept open for a while
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  asio::io_context io;
+  SpawnOptions spawn;
+  spawn.program = script.string();
+  Client client(io.get_executor(), spawn_stdio(io.get_executor(), spawn));
+  std::this_thread::sleep_for(300ms);  // the child has closed its stdin by now
+  std::string what;
+  run_bounded(io, dead_daemon(client, what));
+  std::filesystem::remove(script);
+  INFO(what);
+  CHECK_FALSE(what.empty());
+}
+
 TEST_CASE("client: BlockingClient and BlockingHarness from a plain thread") {
   SpawnOptions spawn;
   spawn.program = harnessd_path();

@@ -62,10 +62,13 @@ struct SpawnOptions {
   std::chrono::milliseconds exit_grace{3000};
 };
 
-/// Starts `program --stdio args...` with its stdin and stdout on pipes; its
-/// stderr is inherited. The child runs in its own process group, so a Ctrl-C
-/// at the terminal reaches the client, not the daemon. Throws
-/// std::system_error when the program cannot be started.
+/// Starts `program --stdio args...` with its stdout on a pipe and its stdin
+/// on a UNIX socket; its stderr is inherited. A child that exits or stops
+/// reading fails the pending requests with TransportClosed: the socket is
+/// written with MSG_NOSIGNAL, so the host gets no SIGPIPE whatever its
+/// disposition. The child runs in its own process group, so a Ctrl-C at the
+/// terminal reaches the client, not the daemon. Throws std::system_error
+/// when the program cannot be started.
 std::unique_ptr<ClientTransport> spawn_stdio(const boost::asio::any_io_executor& executor,
                                              const SpawnOptions& options);
 
