@@ -54,8 +54,8 @@ if [[ ! -f $BUILD/build.ninja ]]; then
   log "configuring $BUILD"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
 fi
-log "building harness-bench and harnessd in $BUILD"
-ninja -C "$BUILD" -j2 harness-bench harnessd >/dev/null
+log "building harness-bench, log-floor and harnessd in $BUILD"
+ninja -C "$BUILD" -j2 harness-bench log-floor harnessd >/dev/null
 if [[ ! -d $PEERS/node-reference/node_modules ]]; then
   log "npm ci in bench/peers/node-reference"
   (cd "$PEERS/node-reference" && npm ci --no-audit --no-fund >/dev/null)

@@ -29,6 +29,8 @@ OWNING_TEMPORARY = re.compile(
 AWAITED_CALL = re.compile(r"co_await\s+([\w:.>\-\[\]]+?)\s*\((.*)\)\s*;?\s*$", re.S)
 CAPTURING_COROUTINE_LAMBDA = re.compile(
     r"\[[^\]\s][^\]]*\]\s*\([^)]*\)\s*(mutable\s*)?->\s*(boost::)?(asio::)?awaitable\b")
+# A lambda expression (not a subscript: no identifier or bracket before it).
+LAMBDA = re.compile(r"(?<![\w)\]])\[[^\[\]]*\]\s*(\([^()]*\)\s*)?(mutable\s*)?\{")
 SUPPRESS = "coroutine-rules: ok"
 
 
@@ -75,6 +77,9 @@ def check_file(path):
         bare = re.sub(r'"(\\.|[^"\\])*"|\'(\\.|[^\'\\])*\'', '""', flat)  # string literals out
         if "co_await" in bare and re.search(r"\?[^?;]*:", bare.replace("::", "  ")):
             report(line, 1, "co_await in a statement with ?: (GCC 12 reads freed memory): use if/else")
+        if "co_await" in bare and LAMBDA.search(bare):
+            report(line, 5, "lambda in a statement that suspends (GCC 12 may destroy its captures twice): "
+                            "await into a local first")
         for m in re.finditer(r"co_await\s+[\w:.>\-\[\]]+\s*\(", flat):
             # The awaited call's argument list, up to its closing parenthesis.
             depth, j = 1, m.end()
@@ -103,6 +108,8 @@ asio::awaitable<void> c() {
   int v = flag ? co_await a() : 1;
   co_await fine(std::move(frame), "a:b");
   std::string t = x ? "a" : "b";
+  asio::post(co_await asio::this_coro::executor, [w = w_] { w->go(); });
+  co_await timer[i].async_wait(use_awaitable);
 }
 """
 
@@ -113,7 +120,7 @@ def self_test():
         path = pathlib.Path(tmp) / "bad.cpp"
         path.write_text(SELF_TEST)
         lines = sorted(int(p.split(":")[1]) for p in check_file(path))
-    expected = [1, 3, 4, 5, 6, 7]
+    expected = [1, 3, 4, 5, 6, 7, 10]
     print(f"self-test: flagged lines {lines}, expected {expected}")
     return 0 if lines == expected else 1
 

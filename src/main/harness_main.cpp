@@ -598,9 +598,8 @@ asio::awaitable<void> decide_approval(Cli& cli, const PendingDecision& d) {
     std::fprintf(stderr, "harness: rejected %s: no terminal to ask (--approve all|none decides without one)\n",
                  label.c_str());
   }
-  co_await send_decision([&]() {
-    return cli.client->session_approve(d.session_id, req.approval_id, outcome, message);
-  });
+  auto approve = [&]() { return cli.client->session_approve(d.session_id, req.approval_id, outcome, message); };
+  co_await send_decision(approve);
 }
 
 asio::awaitable<void> decide_question(Cli& cli, const PendingDecision& d) {
@@ -615,9 +614,8 @@ asio::awaitable<void> decide_question(Cli& cli, const PendingDecision& d) {
   } else {
     std::fputs("harness: declined a question of the model: no terminal to ask\n", stderr);
   }
-  co_await send_decision([&]() {
-    return cli.client->session_answer(d.session_id, d.question->question_id, answers);
-  });
+  auto answer = [&]() { return cli.client->session_answer(d.session_id, d.question->question_id, answers); };
+  co_await send_decision(answer);
 }
 
 /// Works through the queue one decision at a time (one terminal, one prompt).
