@@ -10,7 +10,7 @@ the core F CPU-µs per turn and everything else costs M (the memory run's
 CPU per turn on its saturated core), then jsonl can reach at most
 M / (M + F) of the memory store's rate on that core: the ceiling.
 
-    bench/log_floor.py [--build build/bench] [-N 100 -K 100 -S 64] [--transport tcp]
+    bench/log_floor.py [--build build-bench] [-N 100 -K 100 -S 64] [--transport tcp]
 
 Prints one JSON line: both rates, the floor's CPU per turn, the ceiling, and
 the jsonl rate as a share of the memory rate and of the ceiling."""
@@ -79,7 +79,7 @@ def log_shape(root: Path) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", default=str(ROOT / "build" / "bench"), help="where harnessd, harness-bench and log-floor are")
+    ap.add_argument("--build", default=str(ROOT / "build-bench"), help="where harnessd, harness-bench and log-floor are")
     ap.add_argument("-N", type=int, default=100)
     ap.add_argument("-K", type=int, default=100)
     ap.add_argument("-S", type=int, default=64)

@@ -10,14 +10,14 @@
 set -euo pipefail
 REPORT_ONLY=""
 if [[ ${1:-} == --report ]]; then
-  REPORT_ONLY=${2:?usage: run.sh --report build/bench/bench-results/DATE}
+  REPORT_ONLY=${2:?usage: run.sh --report build-bench/bench-results/DATE}
 elif [[ $# -gt 0 ]]; then
   echo "usage: bench/run.sh [--report RESULTS_DIR]" >&2
   exit 2
 fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=$ROOT/build/bench
+BUILD=$ROOT/build-bench
 BENCH=$BUILD/harness-bench
 HARNESSD=$BUILD/harnessd
 PEERS=$ROOT/bench/peers
@@ -392,7 +392,7 @@ w = lines.append
 w("# harness-bench results")
 w("")
 w("Written by `bench/run.sh` (do not edit by hand; rerun it). Every figure comes from")
-w("`build/bench/harness-bench`; the raw JSON of each cell is in `" + os.path.relpath(out, root) + "`.")
+w("`build-bench/harness-bench`; the raw JSON of each cell is in `" + os.path.relpath(out, root) + "`.")
 w("")
 w("## Machine")
 w("")
@@ -415,7 +415,7 @@ w(f"`{os.environ['BENCH_COMMAND']}` — {os.environ['BENCH_DURATION']} s measure
   f"{int(os.environ['BENCH_ELAPSED'])//60} min {int(os.environ['BENCH_ELAPSED'])%60} s. Each cell is")
 w("")
 w("```")
-w("taskset -c 1 build/bench/harness-bench --connect URL --server-pid PID -N N -K K -S S \\")
+w("taskset -c 1 build-bench/harness-bench --connect URL --server-pid PID -N N -K K -S S \\")
 w(f"    --duration {os.environ['BENCH_DURATION']} --warmup {os.environ['BENCH_WARMUP']} --drain-timeout 60 "
   "[--metrics-url http://WSHOST:PORT/metrics] --json CELL.json")
 w("```")
