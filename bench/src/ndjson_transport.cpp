@@ -153,9 +153,7 @@ class StdioTransport final : public NdjsonTransport {
     spec.argv.insert(spec.argv.end(), target_.extra_args.begin(), target_.extra_args.end());
     const wire::Child child = wire::spawn_child(spec);
     pid_ = child.pid;
-    open_stream(wire::make_child_stream(
-        asio::posix::stream_descriptor(ex_, child.stdout_fd),
-        asio::local::stream_protocol::socket(ex_, asio::local::stream_protocol(), child.stdin_fd), "stdio"));
+    open_stream(wire::make_child_stream(ex_, child, "stdio"));
     co_return;
   }
 

@@ -89,9 +89,7 @@ class ChildProcessTransport final : public NdjsonClientTransport {
   ChildProcessTransport(const asio::any_io_executor& executor, const transport::Child& child, std::string program,
                         std::chrono::milliseconds grace)
       : NdjsonClientTransport(transport::make_child_stream(
-            asio::posix::stream_descriptor(executor, child.stdout_fd),
-            asio::local::stream_protocol::socket(executor, asio::local::stream_protocol(), child.stdin_fd),
-            "stdio:" + program + "[" + std::to_string(child.pid) + "]")),
+            executor, child, "stdio:" + program + "[" + std::to_string(child.pid) + "]")),
         pid_(child.pid),
         grace_(grace) {}
 

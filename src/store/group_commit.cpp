@@ -69,7 +69,7 @@ asio::awaitable<void> GroupCommit::sync(std::shared_ptr<LogFile> file) {
   // core, the one it shares) and sync this one turn alone. Queued, it finds
   // every turn that ended in this pass of the event loop: on one core, 100
   // busy sessions went from about 3 to 14 turns per sync round, and the
-  // daemon's CPU per turn fell by a quarter (bench/ANALYSIS.md).
+  // daemon's CPU per notification fell by 10-24 % (bench/ANALYSIS.md).
   if (!wake_->posted.exchange(true)) {
     asio::post(executor, [wake = wake_] {
       wake->posted.store(false);

@@ -2,6 +2,7 @@
 
 #include "detail/kernel_queue.hpp"
 
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -127,10 +128,12 @@ std::unique_ptr<ByteStream> make_pipe_stream(asio::posix::stream_descriptor in, 
   return std::make_unique<PipeStream<asio::posix::stream_descriptor>>(std::move(in), std::move(out), std::move(peer));
 }
 
-std::unique_ptr<ByteStream> make_child_stream(asio::posix::stream_descriptor from_child,
-                                              asio::local::stream_protocol::socket to_child, std::string peer) {
-  return std::make_unique<PipeStream<asio::local::stream_protocol::socket>>(std::move(from_child), std::move(to_child),
-                                                                            std::move(peer));
+std::unique_ptr<ByteStream> make_child_stream(const asio::any_io_executor& executor, const Child& child,
+                                              std::string peer) {
+  using Socket = asio::local::stream_protocol::socket;
+  return std::make_unique<PipeStream<Socket>>(asio::posix::stream_descriptor(executor, child.stdout_fd),
+                                              Socket(executor, asio::local::stream_protocol(), child.stdin_fd),
+                                              std::move(peer));
 }
 
 NdjsonStream::NdjsonStream(std::unique_ptr<ByteStream> stream, std::size_t max_frame_bytes,

@@ -4,13 +4,13 @@
 #pragma once
 
 #include "harnessd/transport/frame_transport.hpp"
+#include "transport/child_process.hpp"
 #include "transport/line_framer.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -51,11 +51,12 @@ std::unique_ptr<ByteStream> make_tcp_stream(boost::asio::ip::tcp::socket socket)
 std::unique_ptr<ByteStream> make_pipe_stream(boost::asio::posix::stream_descriptor in,
                                              boost::asio::posix::stream_descriptor out, std::string peer);
 
-/// A spawned child's stdout pipe and its stdin socket (spawn_child makes
-/// stdin a UNIX socket so that writing to a child that stopped reading fails
+/// Reads `child`'s stdout pipe, writes its stdin socket (spawn_child makes
+/// stdin a UNIX socket, so writing to a child that stopped reading fails
 /// with EPIPE instead of raising SIGPIPE in a host that never ignored it).
-std::unique_ptr<ByteStream> make_child_stream(boost::asio::posix::stream_descriptor from_child,
-                                              boost::asio::local::stream_protocol::socket to_child, std::string peer);
+/// Takes ownership of both descriptors.
+std::unique_ptr<ByteStream> make_child_stream(const boost::asio::any_io_executor& executor, const Child& child,
+                                              std::string peer);
 
 /// Whole lines in, batches of lines out, over a ByteStream.
 class NdjsonStream {
