@@ -5,6 +5,7 @@
 #pragma once
 
 #include "harnessd/protocol/turn_end.hpp"
+#include "harness/bulk_lane.hpp"
 #include "harness/event_sink.hpp"
 #include "harness/pending_decisions.hpp"
 #include "tools/read_tracker.hpp"
@@ -197,6 +198,8 @@ class Session : public std::enable_shared_from_this<Session> {
   /// The seq the next event appended will get.
   std::int64_t next_seq() const noexcept { return next_seq_; }
   SessionRegistry& registry() noexcept { return registry_; }
+  /// This session's account in the registry's BulkLane.
+  const std::shared_ptr<BulkLane::Flow>& bulk_flow() const noexcept { return bulk_flow_; }
 
  private:
   /// False with OpenMode::existing for a session without a log.
@@ -221,6 +224,7 @@ class Session : public std::enable_shared_from_this<Session> {
   int delegation_depth_;  ///< from the stored header once loaded
   std::atomic<bool> reserved_{false};
   std::atomic<std::int64_t> last_active_ms_{0};
+  const std::shared_ptr<BulkLane::Flow> bulk_flow_ = std::make_shared<BulkLane::Flow>();
 
   // Guards running_ and running_owner_, which cancel() reads from any thread.
   std::mutex running_mutex_;

@@ -23,6 +23,7 @@ SessionRegistry::SessionRegistry(boost::asio::any_io_executor executor, store::E
       store_(store),
       options_(options),
       admission_(options.max_running_turns, options.max_queued_turns),
+      bulk_lane_(options.bulk_slots),
       tool_pool_(std::max(1u, options.tool_threads)),
       setup_pool_(1, 0) {
   tools_.add(make_subagent_tool());

@@ -6,6 +6,8 @@
 #pragma once
 
 #include "harness/admission.hpp"
+#include "harness/bulk_lane.hpp"
+#include "harness/instruction_cache.hpp"
 #include "harness/session.hpp"
 #include "harness/system_prompt.hpp"
 #include "harness/turn_stats.hpp"
@@ -49,6 +51,8 @@ struct HarnessOptions {
   std::chrono::milliseconds approval_timeout{600'000};
   /// Threads for blocking tool work (file reads, tree walks).
   unsigned tool_threads = 2;
+  /// Turns producing bulk at once (BulkLane): one per I/O thread.
+  std::size_t bulk_slots = 1;
   tools::SandboxOptions sandbox;
 };
 
@@ -97,6 +101,7 @@ class SessionRegistry {
   const HarnessOptions& options() const noexcept { return options_; }
   TurnStats& stats() noexcept { return stats_; }
   Admission& admission() noexcept { return admission_; }
+  BulkLane& bulk_lane() noexcept { return bulk_lane_; }
   /// For a prompt refused as overloaded: roughly when a slot may be free.
   std::int64_t retry_after_ms() const;
   std::uint64_t evicted() const noexcept { return evicted_.load(std::memory_order_relaxed); }
@@ -109,6 +114,7 @@ class SessionRegistry {
   /// AGENTS.md chain): a thread of its own, so a turn never starts behind
   /// other sessions' long tool calls.
   tools::ToolPool& setup_pool() noexcept { return setup_pool_; }
+  InstructionCache& instruction_cache() noexcept { return instruction_cache_; }
 
  private:
   std::shared_ptr<Session> make_session(std::string id, std::optional<std::string> parent, int depth);
@@ -118,6 +124,7 @@ class SessionRegistry {
   const HarnessOptions options_;
   TurnStats stats_;
   Admission admission_;
+  BulkLane bulk_lane_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions_;
   std::uint64_t child_counter_ = 0;
@@ -125,6 +132,7 @@ class SessionRegistry {
   tools::ToolRegistry tools_;
   tools::ToolPool tool_pool_;
   tools::ToolPool setup_pool_;
+  InstructionCache instruction_cache_;
 };
 
 using protocol::max_session_id_bytes;

@@ -37,9 +37,10 @@ constexpr std::string_view assistant_chunk = "assistant/chunk";
 // wait of the model (flush()), before a tool runs and at the turn's end.
 constexpr std::size_t batch_max_events = 64;
 constexpr std::size_t batch_max_bytes = 64 * 1024;
-// A turn that never waits would hold its thread (and every connection and
-// session on it) until its end; it yields after this many events.
-constexpr std::size_t events_between_yields = 256;
+// A turn's bulk (its model's chunks, and each stretch of a turn that never
+// waits) runs in slices of the BulkLane; a slice that has run this long
+// yields at its next flush and takes its place in line again.
+constexpr std::chrono::microseconds slice_budget{500};
 
 // What an event adds around its data: {"type":"...","seq":N,"time":T,"data":...}.
 constexpr std::size_t event_overhead = 96;
@@ -90,7 +91,9 @@ class TurnRun final : public llm::ChunkSink {
 
     add(protocol::TurnStart{turn_});
     add_message(protocol::UserMessage{input_.content}, user_chat_message());
-    co_await flush_if_full();
+    // Out at once: the client learns its turn started before the turn
+    // waits for its share of the thread (BulkLane).
+    co_await flush();
     co_await load_instructions();
     protocol::TurnEndReason reason = co_await run_steps();
     // From here the turn ends as decided; a cancel that came first wins.
@@ -129,7 +132,6 @@ class TurnRun final : public llm::ChunkSink {
     // A shared store: nobody sees an event before its commit.
     if (session_.log_commits_async()) co_await session_.commit_log();
     const std::size_t count = spans_.size();
-    since_yield_ += count;
     spans_.clear();
     const std::size_t size = block_.size();
     auto block = std::make_shared<const std::string>(std::move(block_));
@@ -139,11 +141,7 @@ class TurnRun final : public llm::ChunkSink {
     const bool delivered = co_await sink_.on_events(std::move(block), count);
     // A detached turn runs on for the log and the subscribers.
     if (!delivered && !input_.run_detached) cancel_.cancel("connection closed");
-    if (since_yield_ >= events_between_yields) {
-      since_yield_ = 0;
-      auto strand = co_await asio::this_coro::executor;
-      co_await asio::post(strand, asio::use_awaitable);
-    }
+    if (std::chrono::steady_clock::now() - slice_started_ >= slice_budget) co_await enter_bulk_lane();
   }
 
  private:
@@ -170,6 +168,10 @@ class TurnRun final : public llm::ChunkSink {
   }
   asio::awaitable<void> flush_if_full() {
     if (full()) co_await flush();
+  }
+  asio::awaitable<void> enter_bulk_lane() {
+    co_await session_.registry().bulk_lane().enter(session_.bulk_flow());
+    slice_started_ = std::chrono::steady_clock::now();
   }
 
   /// Each event goes into the block wrapped as the sink wants it; the span
@@ -216,6 +218,8 @@ class TurnRun final : public llm::ChunkSink {
     const int max_steps = input_.max_steps > 0 ? input_.max_steps : session_.registry().options().max_steps_per_turn;
     const int max_depth = session_.registry().options().max_delegation_depth;
     for (step_ = 0; step_ < max_steps; ++step_) {
+      // Each step is bulk: it waits for its share of the thread (BulkLane).
+      co_await enter_bulk_lane();
       if (cancel_.cancelled()) co_return aborted();
       blocks_.clear();
       usage_.reset();
@@ -425,22 +429,32 @@ class TurnRun final : public llm::ChunkSink {
     run.result.text = util::valid_utf8(run.result.text);
   }
 
-  /// Reads the AGENTS.md chain of the session's workspace (on the setup
-  /// pool) for this turn's requests; a file seen for the first time in the
-  /// session, or changed since, is logged as context/message.
+  /// Reads the AGENTS.md chain of the session's workspace (unchanged since
+  /// the last read: from the InstructionCache; else on the setup pool) for
+  /// this turn's requests; a file seen for the first time in the session,
+  /// or changed since, is logged as context/message.
   asio::awaitable<void> load_instructions() {
     const std::filesystem::path cwd = session_workspace();
     std::optional<std::filesystem::path> root;
     if (input_.instructions_root) root = *input_.instructions_root;
+    InstructionCache& cache = session_.registry().instruction_cache();
     std::vector<InstructionFile> files;
-    try {
-      std::function<tools::ToolResult()> read = [&files, &cwd, &root] {
-        files = read_instruction_chain(instructions_root(cwd, root), cwd);
-        return tools::ToolResult{};
-      };
-      co_await session_.registry().setup_pool().run(std::move(read));
-    } catch (const std::exception&) {
-      files.clear();  // unreadable instructions are no instructions
+    std::optional<std::vector<InstructionFile>> cached;
+    // Only a root given (and holding cwd) is known without file system access.
+    const bool cacheable = root && is_within(cwd, *root);
+    if (cacheable) cached = cache.find(*root, cwd);
+    if (cached) {
+      files = std::move(*cached);
+    } else {
+      try {
+        std::function<tools::ToolResult()> read = [&files, &cwd, &root, &cache, cacheable] {
+          files = cacheable ? cache.read(*root, cwd) : read_instruction_chain(instructions_root(cwd, root), cwd);
+          return tools::ToolResult{};
+        };
+        co_await session_.registry().setup_pool().run(std::move(read));
+      } catch (const std::exception&) {
+        files.clear();  // unreadable instructions are no instructions
+      }
     }
     auto& logged = session_.logged_instructions();
     for (const InstructionFile& file : files) {
@@ -890,7 +904,7 @@ class TurnRun final : public llm::ChunkSink {
   std::vector<std::pair<std::size_t, std::size_t>> spans_;  ///< each event's place in block_
   std::vector<std::string_view> views_;                     ///< spans_ as the log takes them
   std::string chunk_json_;                                  ///< reused for each chunk's data
-  std::size_t since_yield_ = 0;
+  std::chrono::steady_clock::time_point slice_started_ = std::chrono::steady_clock::now();
   std::int64_t decisions_ = 0;  ///< approvals and questions asked so far: their ids
   std::int64_t reported_tokens_ = 0;  ///< the provider's context of the last step (reported_context)
   bool retried_after_compaction_ = false;  ///< CONTEXT_WINDOW_EXCEEDED is retried once per turn

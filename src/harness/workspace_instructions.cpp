@@ -11,14 +11,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool inside(const fs::path& dir, const fs::path& root) {
-  auto d = dir.begin();
-  for (auto r = root.begin(); r != root.end(); ++r, ++d) {
-    if (d == dir.end() || *d != *r) return false;
-  }
-  return true;
-}
-
 /// The file's bytes, at most max_instruction_bytes (and a note when cut);
 /// nullopt when it is missing, not a regular file, or a link.
 std::optional<std::string> read_regular_file(const fs::path& path) {
@@ -44,8 +36,16 @@ std::optional<std::string> read_regular_file(const fs::path& path) {
 
 }  // namespace
 
+bool is_within(const fs::path& dir, const fs::path& root) {
+  auto d = dir.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++d) {
+    if (d == dir.end() || *d != *r) return false;
+  }
+  return true;
+}
+
 fs::path instructions_root(const fs::path& cwd, const std::optional<fs::path>& root) {
-  if (root && inside(cwd, *root)) return *root;
+  if (root && is_within(cwd, *root)) return *root;
   std::error_code ec;
   for (fs::path dir = cwd; !dir.empty(); dir = dir.parent_path()) {
     if (fs::exists(dir / ".git", ec)) return dir;
@@ -56,7 +56,7 @@ fs::path instructions_root(const fs::path& cwd, const std::optional<fs::path>& r
 
 std::vector<InstructionFile> read_instruction_chain(const fs::path& root, const fs::path& cwd) {
   std::vector<fs::path> dirs;
-  for (fs::path dir = cwd; inside(dir, root); dir = dir.parent_path()) {
+  for (fs::path dir = cwd; is_within(dir, root); dir = dir.parent_path()) {
     dirs.push_back(dir);
     if (dir == root || dir == dir.root_path()) break;
   }

@@ -17,6 +17,9 @@ struct InstructionFile {
 
 inline constexpr std::size_t max_instruction_bytes = 64 * 1024;
 
+/// Whether `dir` is `root` or below it (by path components, no file system access).
+bool is_within(const std::filesystem::path& dir, const std::filesystem::path& root);
+
 /// Where the chain starts for a session working in `cwd`: `root` when given
 /// (a network client's workspace root) and `cwd` is inside it; else the
 /// nearest directory at or above `cwd` that holds `.git`; else `cwd`.

@@ -261,6 +261,7 @@ void Daemon::start_sessions() {
   // descriptors, fewer turns run at once and the rest wait in line.
   options.max_running_turns =
       config_.max_running_turns > 0 ? config_.max_running_turns : std::clamp<std::size_t>(fd_limit_ / 8, 1, 256);
+  options.bulk_slots = config_.threads;
   std::string& workspace_root = config_.server.workspace_root;
   if (workspace_root.empty()) {
     workspace_root = (std::filesystem::absolute(session_root_).lexically_normal().parent_path() / "workspaces").string();

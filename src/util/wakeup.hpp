@@ -1,6 +1,8 @@
-// A condition variable for coroutines on one executor: a steady_timer that never
-// expires on its own, woken from any thread by moving its expiry to the past
-// on the waiter's executor (so a wake-up before the wait is never lost).
+// A condition variable for coroutines on one executor, woken from any thread.
+// The waiter sleeps on a steady_timer that never expires on its own; notify()
+// cancels that wait under a mutex, so the waiter's completion is queued at
+// once (one pass of the event loop, not a post to its strand and then the
+// timer's own completion). A wake-up before the wait is never lost.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -8,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <memory>
+#include <mutex>
 
 namespace harnessd::util {
 
@@ -21,13 +24,18 @@ class Wakeup : public std::enable_shared_from_this<Wakeup> {
   /// Thread-safe. Wakes the current wait, or makes the next one return at once.
   void notify();
 
-  /// Waiter's executor only. Returns after notify() (possibly spuriously):
-  /// callers re-check their condition in a loop.
+  /// Waiter's executor only, one waiter at a time. Returns after notify()
+  /// (possibly spuriously): callers re-check their condition in a loop.
   boost::asio::awaitable<void> wait();
 
  private:
+  struct Arm;
   explicit Wakeup(boost::asio::any_io_executor executor);
-  boost::asio::steady_timer timer_;
+
+  std::mutex mutex_;
+  boost::asio::steady_timer timer_;  ///< touched only under mutex_
+  bool waiting_ = false;             ///< a wait is armed on timer_
+  bool notified_ = false;            ///< a notify() no wait has taken yet
 };
 
 }  // namespace harnessd::util

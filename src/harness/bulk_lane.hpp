@@ -1,0 +1,59 @@
+// The lane a turn's bulk work waits in: producing a step's chunks, and every
+// stretch of a long turn. The event loop is one FIFO queue, so a handler
+// waits behind everything queued before it; with a hundred busy turns in
+// that queue, a light session's prompt waits behind all of their work at
+// each of its hops. Turns that want to produce bulk wait here instead, off
+// the event loop's queue, and are let into it `slots` at a time: the queue
+// holds I/O, prompts that start and only a few bulk slices.
+//
+// A slice runs from its grant until the coroutine next suspends (an I/O
+// wait, a model wait, the next enter()). Granting costs one pass of the
+// event loop, also when the lane is free, so enter() is also the yield of a
+// turn that would otherwise hold its thread.
+//
+// The line is ordered by start-time fair queueing, per session: each slice
+// is charged its measured time to its session's Flow, and a waiter's place
+// is max(the lane's virtual time, its flow's charges so far). A session
+// that used little of the thread lately goes ahead of those that use it
+// all the time; sessions that all want it take turns.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace harnessd::harness {
+
+/// Thread-safe.
+class BulkLane {
+ public:
+  /// One session's account in the lane. Guarded by the lane.
+  struct Flow {
+    std::int64_t finish_ns = 0;  ///< virtual time its last slice ended at
+  };
+
+  /// `slots`: slices at once, one per I/O thread.
+  explicit BulkLane(std::size_t slots);
+  ~BulkLane();
+  BulkLane(const BulkLane&) = delete;
+  BulkLane& operator=(const BulkLane&) = delete;
+
+  /// Waits in line for a slot; returns on the caller's executor holding it
+  /// until the caller next suspends. Always suspends once. The slice is
+  /// charged to `flow`.
+  boost::asio::awaitable<void> enter(std::shared_ptr<Flow> flow);
+
+  /// Coroutines waiting in line.
+  std::size_t waiting() const;
+
+  struct State;
+
+ private:
+  // Shared with every waiter: a coroutine destroyed while it waits (the
+  // event loop shutting down) may outlive the registry that owns the lane.
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace harnessd::harness
