@@ -88,8 +88,8 @@ namespace {
 /// has run up to its next suspension and handed the thread back.
 template <class Handler>
 struct RunSlice {
+  std::shared_ptr<BulkLane::State> state;  ///< first: outlives the handler's frame
   Handler handler;
-  std::shared_ptr<BulkLane::State> state;
   const Waiter* waiter;  ///< alive until the handler resumes the coroutine
   void operator()(boost::system::error_code) {
     // The grant (under the lane's mutex) came before this completion was
@@ -113,7 +113,7 @@ struct Join {
   template <class Handler>
   void operator()(Handler&& handler) const {
     std::lock_guard lock(state->mutex);
-    waiter->timer.async_wait(RunSlice<std::decay_t<Handler>>{std::forward<Handler>(handler), state, waiter});
+    waiter->timer.async_wait(RunSlice<std::decay_t<Handler>>{state, std::forward<Handler>(handler), waiter});
     state->join_locked(*waiter);
   }
 };
@@ -126,11 +126,12 @@ BulkLane::~BulkLane() = default;
 
 asio::awaitable<void> BulkLane::enter(std::shared_ptr<Flow> flow) {
   Waiter waiter(co_await asio::this_coro::executor, std::move(flow));
+  // Holds the state: the frame may be freed after the lane (see state_).
   struct Leave {
-    State& state;
+    std::shared_ptr<State> state;
     Waiter& waiter;
-    ~Leave() { state.leave(waiter); }
-  } leave{*state_, waiter};
+    ~Leave() { state->leave(waiter); }
+  } leave{state_, waiter};
   const Join join{state_, &waiter};
   co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(join, asio::use_awaitable);
 }

@@ -32,7 +32,13 @@ LogFile::~LogFile() {
 struct GroupCommit::Wake {
   std::condition_variable cv;
   std::atomic<bool> posted{false};
+  std::atomic<bool> gathering{false};  ///< the thread waits out a gap: no wake needed
 };
+
+namespace {
+// The longest a turn's sync waits for others to share its round.
+constexpr std::chrono::milliseconds max_gather{5};
+}  // namespace
 
 struct GroupCommit::Request {
   std::shared_ptr<LogFile> file;
@@ -73,7 +79,7 @@ asio::awaitable<void> GroupCommit::sync(std::shared_ptr<LogFile> file) {
   if (!wake_->posted.exchange(true)) {
     asio::post(executor, [wake = wake_] {
       wake->posted.store(false);
-      wake->cv.notify_one();
+      if (!wake->gathering.load()) wake->cv.notify_one();
     });
   }
   while (!request->done.load(std::memory_order_acquire)) co_await request->wakeup->wait();
@@ -94,12 +100,24 @@ std::uint64_t GroupCommit::rounds() const {
 
 void GroupCommit::run() {
   std::vector<std::shared_ptr<Request>> round;
+  std::chrono::steady_clock::time_point last_end;
+  std::chrono::steady_clock::duration last_took{};
   std::unique_lock lock(mutex_);
   for (;;) {
     if (mode_ == SyncMode::batch) {
       wake_->cv.wait_for(lock, interval_, [this] { return stopping_; });
     } else {
       wake_->cv.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // A round starts no sooner after the last one than that one took:
+      // turns ending meanwhile share it. With a busy event loop of short
+      // passes (each a wake), rounds had shrunk to about one turn each.
+      // The thread syncs at most half the time; when idle, nobody waits.
+      const auto ready_at = last_end + last_took;
+      if (!stopping_ && std::chrono::steady_clock::now() < ready_at) {
+        wake_->gathering.store(true);
+        wake_->cv.wait_until(lock, ready_at, [this] { return stopping_; });
+        wake_->gathering.store(false);
+      }
     }
     // Stopping still syncs what is pending: a clean exit loses nothing.
     const bool stopping = stopping_;
@@ -111,11 +129,14 @@ void GroupCommit::run() {
     }
     ++rounds_;
     lock.unlock();
+    const auto began = std::chrono::steady_clock::now();
     if (round.empty()) {
       if (::syncfs(root_fd_) != 0) spdlog::error("syncfs of the session root failed: {}", std::strerror(errno));
     } else {
       sync_round(round);
     }
+    last_end = std::chrono::steady_clock::now();
+    last_took = std::min<std::chrono::steady_clock::duration>(last_end - began, max_gather);
     round.clear();
     lock.lock();
     if (stopping && queue_.empty()) return;

@@ -2,8 +2,9 @@
 // sessions durable at once, so no I/O thread ever waits for the disk. Each
 // round takes every request queued since the previous round (the requests
 // that arrive while a round syncs share the next one, as in PostgreSQL's WAL
-// flush); the thread is woken once per pass of the event loop, so a round
-// takes every turn that ended in that pass. A round for one file is an
+// flush); the thread is woken once per pass of the event loop, and a round
+// starts no sooner after the previous one than that one took, so a round
+// takes every turn that ended meanwhile. A round for one file is an
 // fdatasync of it; a round for several is one syncfs(2) of the session
 // root's file system, which on this project's measurements makes 100 files
 // durable in 2-15 ms against 83 ms for 100 fdatasyncs.
