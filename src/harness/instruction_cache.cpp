@@ -1,6 +1,7 @@
 #include "harness/instruction_cache.hpp"
 
 #include <sys/inotify.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,26 @@ constexpr std::uint32_t watch_mask = IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOS
                                      IN_DONT_FOLLOW;
 
 constexpr std::string_view file_name = "AGENTS.md";
+
+/// Whether inotify sees every change of `dir`: not so on a network file
+/// system (NFS, SMB, FUSE, ...), where another machine's writes make no
+/// event here. Only the local file systems below are trusted.
+bool local_file_system(const std::string& dir) {
+  struct statfs info {};
+  if (::statfs(dir.c_str(), &info) != 0) return false;
+  switch (static_cast<unsigned long>(info.f_type)) {
+    case 0xEF53:      // ext2, ext3, ext4
+    case 0x58465342:  // xfs
+    case 0x9123683E:  // btrfs
+    case 0x01021994:  // tmpfs
+    case 0x794C7630:  // overlayfs
+    case 0x2FC12FC1:  // zfs
+    case 0xF2F52010:  // f2fs
+      return true;
+    default:
+      return false;
+  }
+}
 
 std::string key_of(const fs::path& root, const fs::path& cwd) {
   std::string key = root.string();
@@ -58,7 +79,6 @@ void InstructionCache::drain_locked() {
       Watch& watch = it->second;
       if ((event->mask & IN_IGNORED) != 0) {
         // The directory is gone (or unmounted): entries that used it fail.
-        by_dir_.erase(watch.dir);
         watches_.erase(it);
         continue;
       }
@@ -70,42 +90,29 @@ void InstructionCache::drain_locked() {
   }
 }
 
-int InstructionCache::watch_locked(const std::string& dir, const std::string& next_name) {
-  int wd = -1;
-  if (const auto it = by_dir_.find(dir); it != by_dir_.end()) {
-    wd = it->second;
-  } else {
-    if (watches_.size() >= max_watches) return -ENOSPC;
-    wd = ::inotify_add_watch(fd_, dir.c_str(), watch_mask);
-    if (wd < 0) return -errno;
+int InstructionCache::add_watch(const std::string& dir) const {
+  if (!local_file_system(dir)) return fs::exists(dir) ? -EXDEV : -ENOENT;
+  const int wd = ::inotify_add_watch(fd_, dir.c_str(), watch_mask);
+  return wd >= 0 ? wd : -errno;
+}
+
+bool InstructionCache::remember_locked(int wd, const std::string& dir, const std::string& next_name, Entry& entry) {
+  auto it = watches_.find(wd);
+  if (it == watches_.end()) {
+    if (watches_.size() >= max_watches) {
+      ::inotify_rm_watch(fd_, wd);
+      return false;
+    }
     // The kernel hands out one wd per inode: two paths of one directory
     // (a bind mount) share it.
-    Watch& watch = watches_[wd];
-    if (watch.dir.empty()) {
-      watch.dir = dir;
-      watch.names.emplace_back(file_name);
-    }
-    by_dir_[dir] = wd;
+    it = watches_.emplace(wd, Watch{dir, 0, {std::string(file_name)}}).first;
   }
-  std::vector<std::string>& names = watches_[wd].names;
+  std::vector<std::string>& names = it->second.names;
   if (!next_name.empty() && std::find(names.begin(), names.end(), next_name) == names.end()) {
     names.push_back(next_name);
   }
-  return wd;
-}
-
-bool InstructionCache::watch_ancestor_locked(const fs::path& root, Entry& entry) {
-  fs::path child = root;
-  for (fs::path dir = root.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    const int wd = watch_locked(dir.string(), child.filename().string());
-    if (wd >= 0) {
-      entry.seen.emplace_back(wd, watches_[wd].changes);
-      return true;
-    }
-    if (wd != -ENOENT || dir == dir.root_path()) return false;
-    child = dir;
-  }
-  return false;
+  entry.seen.emplace_back(wd, it->second.changes);
+  return true;
 }
 
 bool InstructionCache::unchanged_locked(const Entry& entry) const {
@@ -138,23 +145,45 @@ std::vector<InstructionFile> InstructionCache::read(const fs::path& root, const 
     if (dir == root || dir == dir.root_path()) break;
   }
   std::reverse(dirs.begin(), dirs.end());
-  Entry entry;
+  // Watched first (file system calls, outside the lock: an I/O thread may
+  // wait for it), then remembered with their change counts, then read.
+  struct Planned {
+    int wd;
+    std::string dir;
+    std::string next;  ///< the name below it on the way to cwd
+  };
+  std::vector<Planned> planned;
   bool watched = !dirs.empty() && dirs.front() == root;
-  {
+  for (std::size_t i = 0; watched && i < dirs.size(); ++i) {
+    std::string next = i + 1 < dirs.size() ? dirs[i + 1].filename().string() : std::string();
+    const int wd = add_watch(dirs[i].string());
+    if (wd >= 0) {
+      planned.push_back({wd, dirs[i].string(), std::move(next)});
+      continue;
+    }
+    // A directory not made yet: the watch above it sees it appear (its
+    // name is among that watch's names), and nothing below it exists. For
+    // the root itself, that is the nearest directory above it that exists.
+    watched = wd == -ENOENT;
+    if (watched && i == 0) {
+      watched = false;
+      fs::path child = root;
+      for (fs::path dir = root.parent_path(); !dir.empty(); child = dir, dir = dir.parent_path()) {
+        const int above = add_watch(dir.string());
+        if (above >= 0) {
+          planned.push_back({above, dir.string(), child.filename().string()});
+          watched = true;
+        }
+        if (above != -ENOENT || dir == dir.root_path()) break;
+      }
+    }
+    break;
+  }
+  Entry entry;
+  if (watched) {
     std::lock_guard lock(mutex_);
     drain_locked();
-    for (std::size_t i = 0; watched && i < dirs.size(); ++i) {
-      const std::string next = i + 1 < dirs.size() ? dirs[i + 1].filename().string() : std::string();
-      const int wd = watch_locked(dirs[i].string(), next);
-      if (wd >= 0) {
-        entry.seen.emplace_back(wd, watches_[wd].changes);
-        continue;
-      }
-      // A directory not made yet: the watch above it sees it appear (its
-      // name is among that watch's names), and nothing below it exists.
-      watched = wd == -ENOENT && (i > 0 || watch_ancestor_locked(root, entry));
-      break;
-    }
+    for (const Planned& plan : planned) watched = watched && remember_locked(plan.wd, plan.dir, plan.next, entry);
   }
   entry.files = read_instruction_chain(root, cwd);
   if (watched) {

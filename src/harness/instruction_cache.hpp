@@ -9,7 +9,8 @@
 // the queue is drained before every lookup: a change made before a prompt
 // arrived is in the queue by then. Only chains under a given workspace
 // root are cached (finding the root otherwise walks the file system), and
-// only when every directory of the chain could be watched.
+// only when every directory of the chain could be watched, on a local file
+// system (inotify sees no change another machine makes on NFS).
 #pragma once
 
 #include "harness/workspace_instructions.hpp"
@@ -57,17 +58,17 @@ class InstructionCache {
   };
 
   void drain_locked();
-  /// The watch of `dir`, added when new; -errno when it cannot be watched.
-  int watch_locked(const std::string& dir, const std::string& next_name);
-  /// The root is missing: watches the nearest directory above it that
-  /// exists, for the way down to appear.
-  bool watch_ancestor_locked(const std::filesystem::path& root, Entry& entry);
+  /// Watches `dir` (file system calls: never under the lock); -errno when
+  /// it cannot be watched (-EXDEV: not a local file system).
+  int add_watch(const std::string& dir) const;
+  /// Records watch `wd` of `dir` and its count of changes in `entry`;
+  /// false past the cap of watches.
+  bool remember_locked(int wd, const std::string& dir, const std::string& next_name, Entry& entry);
   bool unchanged_locked(const Entry& entry) const;
 
   int fd_ = -1;
   mutable std::mutex mutex_;
   std::map<int, Watch> watches_;
-  std::map<std::string, int, std::less<>> by_dir_;
   std::map<std::string, Entry, std::less<>> entries_;  ///< by root + '\0' + cwd
 };
 
