@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <set>
 
@@ -22,14 +23,14 @@ struct Waiter {
       : timer(executor, asio::steady_timer::time_point::max()), flow(std::move(flow)) {}
   asio::steady_timer timer;  ///< touched only under the lane's mutex
   std::shared_ptr<BulkLane::Flow> flow;
-  std::int64_t start_ns = 0;  ///< its place: the virtual time it may start at
+  double place = 0;           ///< lower goes first (State::place_of)
   std::uint64_t arrival = 0;  ///< ties go to the earlier
   bool queued = false;
 };
 
 struct ByPlace {
   bool operator()(const Waiter* a, const Waiter* b) const {
-    return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->arrival < b->arrival;
+    return a->place != b->place ? a->place < b->place : a->arrival < b->arrival;
   }
 };
 
@@ -43,6 +44,18 @@ std::int64_t steady_ns() {
 struct BulkLane::State {
   explicit State(std::size_t slots) : slots(std::max<std::size_t>(1, slots)) {}
 
+  /// A flow's use of the thread, decayed to `now_ns`.
+  static double usage_at(const BulkLane::Flow& flow, std::int64_t now_ns) {
+    return flow.usage_ns * std::exp(-static_cast<double>(now_ns - flow.at_ns) / decay_ns);
+  }
+  /// The place of a waiter whose flow has used `usage` by `now_ns`: the log
+  /// of its usage plus its arrival time in units of the decay. All usage
+  /// decays alike, so this orders waiters that came at different times by
+  /// their usage at any common time; a waiter's place never changes.
+  static double place_of(double usage, std::int64_t now_ns) {
+    return std::log(usage + usage_floor_ns) + static_cast<double>(now_ns) / decay_ns;
+  }
+
   /// Under mutex: hands free slots to the first waiters in line.
   void grant_locked() {
     while (busy < slots && !line.empty()) {
@@ -50,20 +63,22 @@ struct BulkLane::State {
       line.erase(line.begin());
       next->queued = false;
       ++busy;
-      virtual_ns = std::max(virtual_ns, next->start_ns);
       next->timer.cancel();
     }
   }
   void join_locked(Waiter& waiter) {
-    waiter.start_ns = std::max(virtual_ns, waiter.flow->finish_ns);
+    const std::int64_t now = steady_ns();
+    waiter.place = place_of(usage_at(*waiter.flow, now), now);
     waiter.arrival = ++arrivals;
     waiter.queued = true;
     line.insert(&waiter);
     grant_locked();
   }
-  void slice_done(BulkLane::Flow& flow, std::int64_t start_ns, std::int64_t spent_ns) {
+  void slice_done(BulkLane::Flow& flow, std::int64_t spent_ns) {
+    const std::int64_t now = steady_ns();
     std::lock_guard lock(mutex);
-    flow.finish_ns = start_ns + spent_ns;
+    flow.usage_ns = usage_at(flow, now) + static_cast<double>(spent_ns);
+    flow.at_ns = now;
     --busy;
     grant_locked();
   }
@@ -74,10 +89,15 @@ struct BulkLane::State {
     waiter.queued = false;
   }
 
+  // Usage halves in about 70 ms: a session that ran a turn a second ago is
+  // as new; one that runs them back to back stays behind it.
+  static constexpr double decay_ns = 100e6;
+  // Usage below a microsecond counts as none: those waiters go in arrival order.
+  static constexpr double usage_floor_ns = 1e3;
+
   const std::size_t slots;
   mutable std::mutex mutex;
   std::size_t busy = 0;
-  std::int64_t virtual_ns = 0;  ///< the place of the slice granted last
   std::uint64_t arrivals = 0;
   std::set<Waiter*, ByPlace> line;
 };
@@ -93,14 +113,13 @@ struct RunSlice {
   const Waiter* waiter;  ///< alive until the handler resumes the coroutine
   void operator()(boost::system::error_code) {
     // The grant (under the lane's mutex) came before this completion was
-    // queued: the waiter's place is settled.
+    // queued: the waiter is out of line, its flow is ours to charge.
     struct Done {
       BulkLane::State& state;
       std::shared_ptr<BulkLane::Flow> flow;
-      std::int64_t start_ns;
       std::int64_t began = steady_ns();
-      ~Done() { state.slice_done(*flow, start_ns, steady_ns() - began); }
-    } done{*state, waiter->flow, waiter->start_ns};
+      ~Done() { state.slice_done(*flow, steady_ns() - began); }
+    } done{*state, waiter->flow};
     std::move(handler)();
   }
 };

@@ -11,11 +11,12 @@
 // event loop, also when the lane is free, so enter() is also the yield of a
 // turn that would otherwise hold its thread.
 //
-// The line is ordered by start-time fair queueing, per session: each slice
-// is charged its measured time to its session's Flow, and a waiter's place
-// is max(the lane's virtual time, its flow's charges so far). A session
-// that used little of the thread lately goes ahead of those that use it
-// all the time; sessions that all want it take turns.
+// The line is ordered by each session's recent use of the thread: every
+// slice's measured time is charged to its session's Flow, and that charge
+// decays exponentially (a time constant of 100 ms). A session that used
+// little lately goes ahead of those that use the thread all the time;
+// among those, the earlier waiter goes first, and none waits for ever: a
+// place is fixed on arrival, and later arrivals' places grow with time.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -31,7 +32,8 @@ class BulkLane {
  public:
   /// One session's account in the lane. Guarded by the lane.
   struct Flow {
-    std::int64_t finish_ns = 0;  ///< virtual time its last slice ended at
+    double usage_ns = 0;     ///< slice time used, decayed to at_ns
+    std::int64_t at_ns = 0;  ///< steady clock
   };
 
   /// `slots`: slices at once, one per I/O thread.

@@ -90,9 +90,10 @@ class TurnRun final : public llm::ChunkSink {
 
     add(protocol::TurnStart{turn_});
     add_message(protocol::UserMessage{input_.content}, user_chat_message());
-    // Out at once: the client learns its turn started before the turn
-    // waits for its share of the thread (BulkLane).
-    co_await flush();
+    // turn/start leaves with the first step's start, once the turn has its
+    // share of the thread (BulkLane): a session that used little lately
+    // gets it at once, and a busy one's turns make one write, not two.
+    co_await flush_if_full();
     co_await load_instructions();
     protocol::TurnEndReason reason = co_await run_steps();
     // From here the turn ends as decided; a cancel that came first wins.
