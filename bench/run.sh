@@ -290,15 +290,18 @@ light_cell() {
   local server=$1 heavy=$2 name=$3 sessions=${4:-50}
   start_server "$server"
   "${CLIENT_CPU[@]}" "$BENCH" --connect "$TCP_URL" --server-pid "$SERVER_PID" -N "$heavy" -K 10 -S 64 \
-    --duration "$(python3 -c "print($DURATION + $WARMUP + 3)")" --warmup 0 --drain-timeout 60 \
+    --duration "$(python3 -c "print($LIGHT_DURATION + $WARMUP + 3)")" --warmup 0 --drain-timeout 60 \
     --json "$OUT/$name-background.json" >"$OUT/$name-background.txt" 2>&1 &
   local background=$!
   sleep 1.5
+  # At least 6 s: 300 prompts, so that the p99 is not the second-worst of 150.
   bench "$name" --connect "$TCP_URL" -N 1 -M "$sessions" -K 10 -S 64 --rate 50 \
-    --duration "$DURATION" --warmup "$WARMUP" --label "light beside $heavy heavy ($server)"
+    --duration "$LIGHT_DURATION" --warmup "$WARMUP" --label "light beside $heavy heavy ($server)"
   wait "$background" || true
   cleanup
 }
+LIGHT_DURATION=$(python3 -c "print(max(6.0, float('$DURATION')))")
+[[ $QUICK == 1 ]] && LIGHT_DURATION=$DURATION
 log "light sessions beside 100 and 1,000 sessions running K=10 turns, on each store"
 light_cell harnessd 100 light-memory-100
 light_cell harnessd 1000 light-memory-1000
@@ -562,6 +565,115 @@ if own:
       "turn (with its sync, and its fair share of the thread) takes longer than the 20 ms between its prompts.")
 w("")
 
+tools_txt = os.path.join(out, "tools.txt")
+w("## Tools (bench/tools.py)")
+w("")
+w("One session at 50 prompts/s of `@chunks 10 64` alone, then beside 20 sessions that each `@tool grep` a")
+w("20,000-file tree in a loop (memory store); then one grep over the tree against `grep -r` and `rg`.")
+w("")
+if os.path.exists(tools_txt) and open(tools_txt).read().strip():
+    for line in open(tools_txt).read().strip().splitlines():
+        w(f"- {line}")
+else:
+    w("- failed to run")
+w("")
+
+long_json = os.path.join(out, "long_session.json")
+ls = json.loads(open(long_json).read()) if os.path.exists(long_json) and open(long_json).read().strip() else None
+w("## Long session (bench/long_session.py)")
+w("")
+w("`@chunks 10 64` turns on a session of about 10,000 logged events and on a new one, interleaved, over stdio")
+w("(jsonl store, sync per turn): the daemon's per-turn work must not grow with the history.")
+w("")
+if ls:
+    w(f"- turn p50: {ls['turn_ms_p50_long']} ms on {ls['long_session_events']} events, "
+      f"{ls['turn_ms_p50_short']} ms on a new session ({ls['ratio']}×)")
+else:
+    w("- failed to run")
+w("")
+
+# ---- idle memory ----
+ic = load("idle-connections")
+ict = load("idle-connections-tcp")
+isn = load("idle-sessions")
+w("## Idle memory (harnessd)")
+w("")
+w("| what | count | RSS before | RSS after | per item | checks |")
+w("|---|---:|---:|---:|---:|---|")
+for label, c in [("idle WebSocket connections (initialized)", ic), ("idle TCP connections (initialized)", ict),
+                 ("idle sessions (one `hi` turn each)", isn)]:
+    if c is None or c.get("server_rss_before_kib") is None:
+        w(f"| {label} | — | — | — | — | failed |")
+        continue
+    w(f"| {label} | {c['idle_count']} | {c['server_rss_before_kib']/1024:.1f} MiB | {c['server_rss_after_kib']/1024:.1f} MiB | "
+      f"{c['idle_bytes_per_item']/1024:.2f} KiB | {'pass' if c['pass'] else 'FAIL'} |")
+w("")
+
+# ---- all cells ----
+w("## Every cell")
+w("")
+w("| server | transport | N | K | S | prompts/s | notif./s | MB/s | first p50 µs | first p99 µs | resp. p50 µs | "
+  "resp. p99 µs | server CPU s | CPU ms/1k notif. | client CPU s | other (cores) | peak RSS MiB | errors | failures |")
+w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+order = {"harnessd": 0, "harnessd-jsonl": 1, "harnessd-pg": 2, "harnessd-t2": 3, "node": 4, "floor": 5,
+         "floor-batch": 6}
+for key in sorted(cells, key=lambda t: (t[1], order.get(t[0], 9), t[2], t[3], t[4])):
+    server, transport, n, k, s = key
+    c = cells[key]
+    if c is None:
+        w(f"| {server} | {transport} | {n} | {k} | {s} | failed to run | | | | | | | | | | | | | |")
+        continue
+    f, r = c["latency_first_notification_us"], c["latency_response_us"]
+    rss = "—" if c.get("server_peak_rss_kib") is None else f"{c['server_peak_rss_kib']/1024:.0f}"
+    w(f"| {server} | {transport} | {n} | {k} | {s} | {c['prompts_per_s']:.0f} | {c['notifications_per_s']:.0f} | "
+      f"{c['mb_per_s']:.1f} | {f['p50']:.0f} | {f['p99']:.0f} | {r['p50']:.0f} | {r['p99']:.0f} | "
+      f"{num(c, 'server_cpu_seconds')} | {num(c, 'server_cpu_ms_per_1k_notifications')} | "
+      f"{c['client_cpu_seconds']:.2f} | {num(c, 'other_cpu_cores')}{' ≈' if is_noisy(c) else ''} | {rss} | "
+      f"{c['errors']} | {c['verification_failures']} |")
+w("")
+
+# ---- targets ----
+def verdict(ok, text, *measured):
+    noise = [c for c in measured if is_noisy(c)]
+    note = ""
+    if noise:
+        note = (f" (≈ noisy: other work used up to {max(c['other_cpu_cores'] for c in noise):.2f} cores "
+                "during the measurement)")
+    return ("**met**" if ok else "**missed**") + " — " + text + note
+
+w("## Targets")
+w("")
+for transport in ("tcp", "ws"):
+    for (n, k, s) in keys:
+        h, hj = get("harnessd", transport, n, k, s), get("harnessd-jsonl", transport, n, k, s)
+        if n < 100 or not h or not hj or not h.get("notifications_per_s"):
+            continue
+        want = 0.7 if k >= 100 else 0.5
+        r = hj["notifications_per_s"] / h["notifications_per_s"]
+        w(f"- jsonl ≥{want:.0%} of memory, {transport.upper()} N={n} K={k} S={s}: " + verdict(
+            r >= want, f"{r:.0%} ({fmt_rate(hj['notifications_per_s'])}/s vs {fmt_rate(h['notifications_per_s'])}/s)", h, hj))
+for transport in ("tcp", "ws"):
+    for (n, k, s) in keys:
+        hj, hp = get("harnessd-jsonl", transport, n, k, s), get("harnessd-pg", transport, n, k, s)
+        if n < 100 or k < 100 or not hj or not hp or not hj.get("notifications_per_s"):
+            continue
+        r = hp["notifications_per_s"] / hj["notifications_per_s"]
+        w(f"- postgres ≥50% of jsonl, {transport.upper()} N={n} K={k} S={s}: " + verdict(
+            r >= 0.5, f"{r:.0%} ({fmt_rate(hp['notifications_per_s'])}/s vs {fmt_rate(hj['notifications_per_s'])}/s)",
+            hj, hp))
+below = []
+for (server, transport, n, k, s), c in cells.items():
+    if server not in ("harnessd", "harnessd-jsonl") or c is None:
+        continue
+    if server == "harnessd-jsonl" and n < 100:
+        continue
+    nd = get("node", transport, n, k, s)
+    if nd and c.get("notifications_per_s", 0) < nd.get("notifications_per_s", 0):
+        below.append(f"{server} {transport} N={n} K={k} S={s} "
+                     f"({fmt_rate(c['notifications_per_s'])}/s vs {fmt_rate(nd['notifications_per_s'])}/s)")
+w("- no cell below node (memory: every cell; jsonl: N ≥ 100): " +
+  ("**met**" if not below else "**missed** — " + "; ".join(below)))
+sc, sc1 = load("scale"), load("scale-1000")
 if sc:
     served = sc["prompts_per_s"] >= 0.97 * sc["rate"]
     p99 = lat(sc, "latency_first_notification_us", "p99")
