@@ -258,11 +258,11 @@ void Daemon::start_sessions() {
     options.max_open_logs = config_.max_open_logs > 0 ? config_.max_open_logs : std::max<std::size_t>(16, fd_limit_ / 4);
   }
   // A running turn holds its log (and its children's) open: with few
-  // descriptors, fewer turns run at once and the rest wait in line. Running
-  // turns share the I/O threads fairly (BulkLane), so more of them do not
-  // delay a light session; the cap bounds memory.
-  options.max_running_turns =
-      config_.max_running_turns > 0 ? config_.max_running_turns : std::clamp<std::size_t>(fd_limit_ / 8, 1, 4096);
+  // descriptors, fewer turns run at once and the rest wait in line.
+  const std::size_t running_default = find_store_kind(config_.store)->default_max_running_turns;
+  options.max_running_turns = config_.max_running_turns > 0
+                                  ? config_.max_running_turns
+                                  : std::clamp<std::size_t>(fd_limit_ / 8, 1, running_default);
   options.bulk_slots = config_.threads;
   std::string& workspace_root = config_.server.workspace_root;
   if (workspace_root.empty()) {

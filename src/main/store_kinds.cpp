@@ -40,9 +40,14 @@ std::unique_ptr<store::EventStore> open_postgres(StoreSetup& setup) {
 }
 
 constexpr std::array<StoreKind, 3> kinds{{
-    {"jsonl", "durable files under --session-root", true, open_jsonl},
-    {"memory", "keeps no events on disk; a session ends with --session-idle-ms or the daemon", false, open_memory},
-    {"postgres", "several nodes share one set of sessions; see --postgres-url", false, open_postgres},
+    // Running turns share the threads fairly (BulkLane): more of them do not
+    // delay a light session. A postgres turn holds database work in flight
+    // (its lease, its commits): there, 1,000 turns at once served fewer
+    // prompts than 256 did (bench/ANALYSIS.md), so it keeps 256.
+    {"jsonl", "durable files under --session-root", true, 4096, open_jsonl},
+    {"memory", "keeps no events on disk; a session ends with --session-idle-ms or the daemon", false, 4096,
+     open_memory},
+    {"postgres", "several nodes share one set of sessions; see --postgres-url", false, 256, open_postgres},
 }};
 
 }  // namespace

@@ -29,6 +29,8 @@ struct StoreKind {
   /// Whether a session closed to keep within --max-open-logs can be opened
   /// again from the store. A memory session cannot: closing it ends it.
   bool sessions_reopen;
+  /// --max-running-turns when 0 (before the descriptor limit's cap).
+  std::size_t default_max_running_turns;
   /// Opens it, ready to serve. Throws std::runtime_error on a failure the
   /// daemon cannot start with.
   std::unique_ptr<store::EventStore> (*open)(StoreSetup& setup);
