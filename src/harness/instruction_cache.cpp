@@ -57,11 +57,6 @@ InstructionCache::~InstructionCache() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::size_t InstructionCache::watches() const {
-  std::lock_guard lock(mutex_);
-  return watches_.size();
-}
-
 void InstructionCache::drain_locked() {
   alignas(inotify_event) char buffer[16 * 1024];
   for (;;) {
@@ -96,7 +91,7 @@ int InstructionCache::add_watch(const std::string& dir) const {
   return wd >= 0 ? wd : -errno;
 }
 
-bool InstructionCache::remember_locked(int wd, const std::string& dir, const std::string& next_name, Entry& entry) {
+bool InstructionCache::remember_locked(int wd, const std::string& next_name, Entry& entry) {
   auto it = watches_.find(wd);
   if (it == watches_.end()) {
     if (watches_.size() >= max_watches) {
@@ -105,7 +100,7 @@ bool InstructionCache::remember_locked(int wd, const std::string& dir, const std
     }
     // The kernel hands out one wd per inode: two paths of one directory
     // (a bind mount) share it.
-    it = watches_.emplace(wd, Watch{dir, 0, {std::string(file_name)}}).first;
+    it = watches_.emplace(wd, Watch{0, {std::string(file_name)}}).first;
   }
   std::vector<std::string>& names = it->second.names;
   if (!next_name.empty() && std::find(names.begin(), names.end(), next_name) == names.end()) {
@@ -149,7 +144,6 @@ std::vector<InstructionFile> InstructionCache::read(const fs::path& root, const 
   // wait for it), then remembered with their change counts, then read.
   struct Planned {
     int wd;
-    std::string dir;
     std::string next;  ///< the name below it on the way to cwd
   };
   std::vector<Planned> planned;
@@ -158,7 +152,7 @@ std::vector<InstructionFile> InstructionCache::read(const fs::path& root, const 
     std::string next = i + 1 < dirs.size() ? dirs[i + 1].filename().string() : std::string();
     const int wd = add_watch(dirs[i].string());
     if (wd >= 0) {
-      planned.push_back({wd, dirs[i].string(), std::move(next)});
+      planned.push_back({wd, std::move(next)});
       continue;
     }
     // A directory not made yet: the watch above it sees it appear (its
@@ -171,7 +165,7 @@ std::vector<InstructionFile> InstructionCache::read(const fs::path& root, const 
       for (fs::path dir = root.parent_path(); !dir.empty(); child = dir, dir = dir.parent_path()) {
         const int above = add_watch(dir.string());
         if (above >= 0) {
-          planned.push_back({above, dir.string(), child.filename().string()});
+          planned.push_back({above, child.filename().string()});
           watched = true;
         }
         if (above != -ENOENT || dir == dir.root_path()) break;
@@ -183,7 +177,7 @@ std::vector<InstructionFile> InstructionCache::read(const fs::path& root, const 
   if (watched) {
     std::lock_guard lock(mutex_);
     drain_locked();
-    for (const Planned& plan : planned) watched = watched && remember_locked(plan.wd, plan.dir, plan.next, entry);
+    for (const Planned& plan : planned) watched = watched && remember_locked(plan.wd, plan.next, entry);
   }
   entry.files = read_instruction_chain(root, cwd);
   if (watched) {

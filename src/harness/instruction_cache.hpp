@@ -42,12 +42,8 @@ class InstructionCache {
   /// directories first, and remembers it when they could all be watched.
   std::vector<InstructionFile> read(const std::filesystem::path& root, const std::filesystem::path& cwd);
 
-  /// Directories watched (for tests and metrics).
-  std::size_t watches() const;
-
  private:
   struct Watch {
-    std::string dir;
     std::uint64_t changes = 0;
     /// Names whose events matter: AGENTS.md, and each chain's next directory.
     std::vector<std::string> names;
@@ -61,9 +57,9 @@ class InstructionCache {
   /// Watches `dir` (file system calls: never under the lock); -errno when
   /// it cannot be watched (-EXDEV: not a local file system).
   int add_watch(const std::string& dir) const;
-  /// Records watch `wd` of `dir` and its count of changes in `entry`;
-  /// false past the cap of watches.
-  bool remember_locked(int wd, const std::string& dir, const std::string& next_name, Entry& entry);
+  /// Records watch `wd` and its count of changes in `entry`; false past
+  /// the cap of watches.
+  bool remember_locked(int wd, const std::string& next_name, Entry& entry);
   bool unchanged_locked(const Entry& entry) const;
 
   int fd_ = -1;

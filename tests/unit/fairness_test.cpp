@@ -47,6 +47,15 @@ asio::awaitable<void> bulk(harness::BulkLane& lane, std::shared_ptr<harness::Bul
   }
 }
 
+/// `sessions` sessions on strands of their own, each wanting `slices` slices.
+void spawn_bulk(asio::io_context& io, harness::BulkLane& lane, int sessions, int slices,
+                std::chrono::microseconds work, std::vector<std::string>& log, const std::string& name) {
+  for (int i = 0; i < sessions; ++i) {
+    auto flow = std::make_shared<harness::BulkLane::Flow>();
+    asio::co_spawn(asio::make_strand(io), bulk(lane, flow, slices, work, log, name), asio::detached);
+  }
+}
+
 asio::awaitable<void> one_slice(harness::BulkLane& lane, std::shared_ptr<harness::BulkLane::Flow> flow,
                                 std::vector<std::string>& log, std::string name) {
   co_await lane.enter(flow);
@@ -101,12 +110,7 @@ TEST_CASE("the bulk lane lets a handler through ahead of a long line of bulk") {
   asio::io_context io;
   harness::BulkLane lane(1);
   std::vector<std::string> log;
-  for (int i = 0; i < 50; ++i) {
-    asio::co_spawn(asio::make_strand(io),
-                   bulk(lane, std::make_shared<harness::BulkLane::Flow>(), 4, std::chrono::microseconds(0), log,
-                        "bulk"),
-                   asio::detached);
-  }
+  spawn_bulk(io, lane, 50, 4, std::chrono::microseconds(0), log, "bulk");
   io.poll_one();
   // Posted while 50 turns want 200 slices: it waits for the slice running
   // now and the one granted next, not for the line. Without the lane each
@@ -121,12 +125,7 @@ TEST_CASE("the bulk lane serves a session that used little before those that use
   asio::io_context io;
   harness::BulkLane lane(1);
   std::vector<std::string> log;
-  for (int i = 0; i < 8; ++i) {
-    asio::co_spawn(asio::make_strand(io),
-                   bulk(lane, std::make_shared<harness::BulkLane::Flow>(), 20, std::chrono::microseconds(200), log,
-                        "heavy"),
-                   asio::detached);
-  }
+  spawn_bulk(io, lane, 8, 20, std::chrono::microseconds(200), log, "heavy");
   // Let the heavy ones run a while, then a new session asks for one slice.
   while (log.size() < 40) io.run_one();
   const std::size_t asked_at = log.size();
@@ -174,12 +173,7 @@ TEST_CASE("coroutines still in the bulk lane when the event loop goes are freed"
   std::vector<std::string> log;
   {
     asio::io_context io;
-    for (int i = 0; i < 5; ++i) {
-      asio::co_spawn(asio::make_strand(io),
-                     bulk(*lane, std::make_shared<harness::BulkLane::Flow>(), 3, std::chrono::microseconds(0), log,
-                          "bulk"),
-                     asio::detached);
-    }
+    spawn_bulk(io, *lane, 5, 3, std::chrono::microseconds(0), log, "bulk");
     io.poll_one();
     lane.reset();  // the registry goes first; the waiters' frames go with the io_context
   }
