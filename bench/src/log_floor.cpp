@@ -11,6 +11,13 @@
 //
 // Prints one JSON line: turns/s, MB/s, CPU µs per turn (user + system of
 // both threads, from getrusage), sync rounds.
+//
+// With --light-rate R a third thread appends --light-bytes to one of 50
+// other logs R times a second, on a fixed schedule, and times each write:
+// the floor under a light session's first notification on this disk, which
+// waits for its first batch's write (nothing is seen before it is logged).
+//
+//     log-floor --dir DIR --logs 100 --turn-bytes 2600 --events 14 --light-rate 50
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -42,6 +49,18 @@ struct Options {
   int events_per_write = 64;
   double seconds = 3;
   bool sync = true;
+  double light_rate = 0;  ///< light appends per second (0: none)
+  std::size_t light_bytes = 1500;
+};
+
+/// The light appender's write times, µs.
+struct LightWrites {
+  std::vector<double> us;
+  double percentile(double p) {
+    if (us.empty()) return 0;
+    std::sort(us.begin(), us.end());
+    return us[std::min(us.size() - 1, static_cast<std::size_t>(p * static_cast<double>(us.size())))];
+  }
 };
 
 [[noreturn]] void fail(const std::string& what) {
@@ -115,6 +134,32 @@ int run(const Options& options) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration<double>(options.seconds);
   const double cpu_start = cpu_seconds();
+
+  LightWrites light;
+  std::thread light_writer;
+  std::vector<int> light_fds;
+  if (options.light_rate > 0) {
+    for (int i = 0; i < 50; ++i) {
+      const std::string path = options.dir + "/light-" + std::to_string(i) + ".jsonl";
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+      if (fd < 0) fail("open " + path);
+      light_fds.push_back(fd);
+    }
+    light_writer = std::thread([&] {
+      std::string event(std::max<std::size_t>(2, options.light_bytes), 'y');
+      event.back() = '\n';
+      const auto every = std::chrono::duration<double>(1.0 / options.light_rate);
+      auto due = std::chrono::steady_clock::now();
+      for (std::size_t n = 0;; ++n) {
+        due += std::chrono::duration_cast<std::chrono::steady_clock::duration>(every);
+        if (due >= deadline) return;
+        std::this_thread::sleep_until(due);
+        const auto began = std::chrono::steady_clock::now();
+        if (::write(light_fds[n % light_fds.size()], event.data(), event.size()) < 0) fail("write");
+        light.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began).count());
+      }
+    });
+  }
   std::vector<int> batch;
   while (std::chrono::steady_clock::now() < deadline) {
     {
@@ -139,6 +184,8 @@ int run(const Options& options) {
     wake_syncer.notify_one();
   }
   if (syncer.joinable()) syncer.join();
+  if (light_writer.joinable()) light_writer.join();
+  for (const int fd : light_fds) ::close(fd);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double cpu = cpu_seconds() - cpu_start;
   for (const int fd : fds) ::close(fd);
@@ -148,10 +195,17 @@ int run(const Options& options) {
   const double bytes_per_turn = static_cast<double>(line.size()) * options.events;
   fmt::print(
       "{{\"logs\":{},\"sync\":{},\"turn_bytes\":{:.0f},\"events_per_turn\":{},\"seconds\":{:.3f},\"turns\":{},"
-      "\"turns_per_s\":{:.1f},\"mb_per_s\":{:.2f},\"cpu_seconds\":{:.3f},\"cpu_us_per_turn\":{:.2f},\"sync_rounds\":{}}}\n",
+      "\"turns_per_s\":{:.1f},\"mb_per_s\":{:.2f},\"cpu_seconds\":{:.3f},\"cpu_us_per_turn\":{:.2f},\"sync_rounds\":{}",
       options.logs, options.sync ? "true" : "false", bytes_per_turn, options.events, wall, turns,
       static_cast<double>(turns) / wall, static_cast<double>(turns) * bytes_per_turn / wall / 1e6, cpu,
       turns == 0 ? 0.0 : cpu * 1e6 / static_cast<double>(turns), rounds);
+  if (options.light_rate > 0) {
+    const std::size_t writes = light.us.size();
+    fmt::print(",\"light_writes\":{},\"light_write_us_p50\":{:.1f},\"light_write_us_p99\":{:.1f},"
+               "\"light_write_us_max\":{:.1f}",
+               writes, light.percentile(0.5), light.percentile(0.99), light.percentile(1.0));
+  }
+  fmt::print("}}\n");
   return 0;
 }
 
@@ -168,6 +222,10 @@ int main(int argc, char** argv) {
   app.add_option("--events-per-write", options.events_per_write, "lines per writev (the daemon's batch)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seconds", options.seconds, "seconds measured")->check(CLI::PositiveNumber);
+  app.add_option("--light-rate", options.light_rate,
+                 "a third thread appends to 50 other logs this many times a second, timing each write")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--light-bytes", options.light_bytes, "bytes of each light append")->check(CLI::PositiveNumber);
   bool no_sync = false;
   app.add_flag("--no-sync", no_sync, "append only, no syncs (the daemon's --sync none)");
   CLI11_PARSE(app, argc, argv);

@@ -754,9 +754,16 @@ def log_path(root: Path, session_id: str) -> Path:
     return Path(root) / (encode_session_id(session_id) + ".jsonl")
 
 
-def read_log(path: Path) -> tuple[dict, list[dict]]:
-    """Header and events of a session log; every line must be complete JSON."""
+def read_log(path: Path, torn_tail_ok: bool = False) -> tuple[dict, list[dict]]:
+    """Header and events of a session log; every line must be complete JSON.
+
+    With `torn_tail_ok`, a last line without its '\n' is dropped: that is what
+    a SIGKILL in the middle of an append leaves, and the store truncates it
+    when the session is next opened.
+    """
     raw = _log_file(path).read_bytes()
+    if torn_tail_ok and not raw.endswith(b"\n"):
+        raw = raw[:raw.rfind(b"\n") + 1]
     assert raw.endswith(b"\n"), f"{path}: log does not end with a newline: {raw[-200:]!r}"
     lines = raw.split(b"\n")[:-1]
     objs = []

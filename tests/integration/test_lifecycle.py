@@ -171,7 +171,9 @@ def test_kill9_loses_no_event_a_client_saw_in_any_sync_mode(spawn, tmp_path, mod
     for i, conn in enumerate(conns):
         sid = f"K{i}"
         seen = conn.session_events(sid)
-        _, logged = read_log(root / f"{sid}.jsonl")
+        # The kill may cut the append in flight: its torn line is no event a
+        # client saw, and the next open truncates it (checked below).
+        _, logged = read_log(root / f"{sid}.jsonl", torn_tail_ok=True)
         check_contiguous(logged, 0)
         # Every event a client saw is in the log, byte for byte the same.
         assert logged[:len(seen)] == seen
@@ -182,9 +184,11 @@ def test_kill9_loses_no_event_a_client_saw_in_any_sync_mode(spawn, tmp_path, mod
     d2 = spawn(args=["--sync", mode], session_root=root)
     c = d2.connect()
     c.initialize()
-    resp, events = c.run_prompt("K0", "after")
-    assert result_of(resp) == OK
-    _, logged = read_log(root / "K0.jsonl")
-    check_contiguous(logged, 0)
-    assert [e for e in logged if e["type"] == "turn/end"][-2]["data"]["reason"]["kind"] in ("interrupted", "completed", "aborted")
+    for i in range(len(conns)):
+        sid = f"K{i}"
+        resp, events = c.run_prompt(sid, "after")
+        assert result_of(resp) == OK
+        _, logged = read_log(root / f"{sid}.jsonl")
+        check_contiguous(logged, 0)
+        assert [e for e in logged if e["type"] == "turn/end"][-2]["data"]["reason"]["kind"] in ("interrupted", "completed", "aborted")
     del running
