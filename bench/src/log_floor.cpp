@@ -18,6 +18,8 @@
 // waits for its first batch's write (nothing is seen before it is logged).
 //
 //     log-floor --dir DIR --logs 100 --turn-bytes 2600 --events 14 --light-rate 50
+#include "histogram.hpp"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -51,16 +53,6 @@ struct Options {
   bool sync = true;
   double light_rate = 0;  ///< light appends per second (0: none)
   std::size_t light_bytes = 1500;
-};
-
-/// The light appender's write times, µs.
-struct LightWrites {
-  std::vector<double> us;
-  double percentile(double p) {
-    if (us.empty()) return 0;
-    std::sort(us.begin(), us.end());
-    return us[std::min(us.size() - 1, static_cast<std::size_t>(p * static_cast<double>(us.size())))];
-  }
 };
 
 [[noreturn]] void fail(const std::string& what) {
@@ -135,7 +127,7 @@ int run(const Options& options) {
   const auto deadline = start + std::chrono::duration<double>(options.seconds);
   const double cpu_start = cpu_seconds();
 
-  LightWrites light;
+  bench::Histogram light;  // the light appender's write times, ns
   std::thread light_writer;
   std::vector<int> light_fds;
   if (options.light_rate > 0) {
@@ -156,7 +148,8 @@ int run(const Options& options) {
         std::this_thread::sleep_until(due);
         const auto began = std::chrono::steady_clock::now();
         if (::write(light_fds[n % light_fds.size()], event.data(), event.size()) < 0) fail("write");
-        light.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began).count());
+        light.record(static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count()));
       }
     });
   }
@@ -200,10 +193,10 @@ int run(const Options& options) {
       static_cast<double>(turns) / wall, static_cast<double>(turns) * bytes_per_turn / wall / 1e6, cpu,
       turns == 0 ? 0.0 : cpu * 1e6 / static_cast<double>(turns), rounds);
   if (options.light_rate > 0) {
-    const std::size_t writes = light.us.size();
+    auto us = [&](double q) { return static_cast<double>(light.quantile(q)) / 1000.0; };
     fmt::print(",\"light_writes\":{},\"light_write_us_p50\":{:.1f},\"light_write_us_p99\":{:.1f},"
                "\"light_write_us_max\":{:.1f}",
-               writes, light.percentile(0.5), light.percentile(0.99), light.percentile(1.0));
+               light.count(), us(0.5), us(0.99), static_cast<double>(light.max()) / 1000.0);
   }
   fmt::print("}}\n");
   return 0;

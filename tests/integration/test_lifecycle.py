@@ -186,7 +186,7 @@ def test_kill9_loses_no_event_a_client_saw_in_any_sync_mode(spawn, tmp_path, mod
     c.initialize()
     for i in range(len(conns)):
         sid = f"K{i}"
-        resp, events = c.run_prompt(sid, "after")
+        resp, _ = c.run_prompt(sid, "after")
         assert result_of(resp) == OK
         _, logged = read_log(root / f"{sid}.jsonl")
         check_contiguous(logged, 0)
