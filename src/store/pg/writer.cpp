@@ -128,7 +128,11 @@ asio::awaitable<void> Writer::run() {
     try {
       if (!conn || conn->broken()) {
         conn = co_await Connection::open(executor_, conninfo_, lease_ttl_);
-        // Parsed and planned once per connection, not once per write.
+        // Parsed and planned once per connection, not once per write: with
+        // the default plan cache mode the server planned the write afresh
+        // each time (its custom plan looked cheaper than the generic one).
+        const Statement generic{"SET plan_cache_mode = force_generic_plan", {}};
+        checked(co_await conn->run(generic), "setting the writer's plan cache mode");
         std::string name(write_statement);
         std::string sql(write_sql);
         co_await conn->prepare(std::move(name), std::move(sql));
