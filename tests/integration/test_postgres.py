@@ -377,6 +377,48 @@ def test_two_nodes_create_the_schema_at_once_and_restart_on_it(spawn, pg_db):
     assert db_session(pg_db, "s")["last_seq"] == str(events2[-1]["seq"])
 
 
+# The tables as schema version 1 made them (a foreign key from the events to the sessions), with one
+# finished turn of session "old": what a database left by an earlier harnessd holds.
+SCHEMA_V1 = """
+CREATE TABLE harnessd_schema (version integer NOT NULL);
+INSERT INTO harnessd_schema VALUES (1);
+CREATE TABLE harnessd_sessions (
+  id text PRIMARY KEY, header text NOT NULL, created_at bigint NOT NULL, cwd text, parent_id text,
+  depth integer NOT NULL DEFAULT 0, last_seq bigint NOT NULL DEFAULT -1, turns bigint NOT NULL DEFAULT 0,
+  updated_at bigint NOT NULL, lease_owner text, lease_until timestamptz, lease_epoch bigint NOT NULL DEFAULT 0);
+CREATE INDEX harnessd_sessions_by_update ON harnessd_sessions (updated_at DESC, id COLLATE "C");
+CREATE TABLE harnessd_events (
+  session_id text NOT NULL REFERENCES harnessd_sessions (id), seq bigint NOT NULL, event text NOT NULL,
+  PRIMARY KEY (session_id, seq));
+"""
+
+
+def test_a_version_1_database_is_upgraded_in_place(spawn, pg_db, tmp_path):
+    # A version-1 database with a session in it, written by a node that runs on it today.
+    seed = start_node(spawn, pg_db, "seed")
+    resp, first = client(seed).run_prompt("old", "@reply before", timeout=TURN_TIMEOUT)
+    assert result_of(resp) == OK
+    seed.terminate()
+    header = pg_db.psql("select header from harnessd_sessions where id = 'old'")[0]
+    rows = db_rows(pg_db, "old")
+    pg_db.psql("DROP TABLE harnessd_events, harnessd_sessions, harnessd_schema;" + SCHEMA_V1 +
+               "INSERT INTO harnessd_sessions (id, header, created_at, updated_at, last_seq, turns) VALUES "
+               f"('old', {sql_literal(header)}, 1, 1, {rows[-1][0]}, 1);" +
+               "".join(f"INSERT INTO harnessd_events VALUES ('old', {seq}, {sql_literal(raw.decode())});"
+                       for seq, raw in rows))
+    fkeys = "select count(*) from pg_constraint where conrelid = 'harnessd_events'::regclass and contype = 'f'"
+    assert pg_db.psql(fkeys) == ["1"]
+
+    a = start_node(spawn, pg_db, "node-a")
+    assert pg_db.psql("select version from harnessd_schema") == ["2"]
+    assert pg_db.psql(fkeys) == ["0"], "version 2 has no foreign key on harnessd_events"
+    resp, events = client(a).run_prompt("old", "@reply after", timeout=TURN_TIMEOUT)
+    assert result_of(resp) == OK
+    check_turn(events, turn=1)
+    assert events[0]["seq"] == first[-1]["seq"] + 1, "the history survived the upgrade"
+    assert [e["seq"] for e in db_events(pg_db, "old")] == list(range(events[-1]["seq"] + 1))
+
+
 # ---------------------------------------------------------------------------
 # one node at a time
 
