@@ -2,6 +2,7 @@
 
 #include "store/errc.hpp"
 #include "store/pg/connection.hpp"
+#include "store/pg/lease_rounds.hpp"
 #include "store/pg/leases.hpp"
 #include "store/pg/listener.hpp"
 #include "store/pg/pool.hpp"
@@ -92,24 +93,8 @@ WHERE n = 1 OR bytes <= $4::bigint
 ORDER BY seq
 )sql";
 
-constexpr std::string_view take_lease_sql = R"sql(
-UPDATE harnessd_sessions
-SET lease_owner = $2, lease_until = now() + $3::bigint * interval '1 millisecond', lease_epoch = lease_epoch + 1
-WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < now())
-RETURNING lease_epoch, last_seq
-)sql";
-// Taking and releasing a lease commit without waiting for the WAL flush: a
-// later write of the turn waits for its own commit, which flushes the WAL
-// before it and so the lease with it. A lease lost in a crash before that
-// costs nothing: the write that needed it is fenced by owner and epoch, and a
-// lost release only lets the lease expire.
-constexpr std::string_view commit_async_sql = "SELECT set_config('synchronous_commit', 'off', true)";
 constexpr std::string_view lease_owner_sql =
     "SELECT lease_owner FROM harnessd_sessions WHERE id = $1 AND lease_until >= now()";
-constexpr std::string_view release_lease_sql = R"sql(
-UPDATE harnessd_sessions SET lease_owner = NULL, lease_until = NULL
-WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3
-)sql";
 
 }  // namespace
 
@@ -124,7 +109,8 @@ struct PostgresStore::State {
                                         options.pool_size > 2 ? options.pool_size - 2 : 1, report_health())),
         writer(executor, options.url, options.lease_ttl, options.node_id, stopping, report_health()),
         listener(executor, options.url, options.lease_ttl, stopping, report_health()),
-        leases(pool, options.node_id, options.lease_ttl) {}
+        leases(pool, options.node_id, options.lease_ttl),
+        lease_rounds(executor, pool, options.node_id, options.lease_ttl, stopping) {}
 
   void set_health(std::string status) {
     std::lock_guard lock(health_mutex);
@@ -155,6 +141,7 @@ struct PostgresStore::State {
   pg::Writer writer;
   pg::Listener listener;
   pg::Leases leases;
+  pg::LeaseRounds lease_rounds;
 };
 
 namespace {
@@ -221,14 +208,10 @@ class PostgresLog final : public SessionLog {
 
   asio::awaitable<CatchUp> begin_turn() override {
     executor_ = co_await asio::this_coro::executor;
-    auto conn = co_await state_->pool->acquire();
-    const Statement take[] = {
-        Statement{commit_async_sql, {}},
-        Statement{take_lease_sql, {id_, state_->options.node_id, num(state_->options.lease_ttl.count())}}};
-    const std::vector<Result> results = co_await conn->run(take);
-    const Result& taken = checked(results[1], "taking the session lease");
-    if (taken.rows.empty()) {
-      // Refused: say why (a second round trip, on this path only).
+    const std::optional<pg::LeaseRounds::Taken> taken = co_await state_->lease_rounds.take(id_);
+    if (!taken) {
+      // Refused: say why (a read of its own, on this path only).
+      auto conn = co_await state_->pool->acquire();
       const Statement why[] = {Statement{"SELECT 1 FROM harnessd_sessions WHERE id = $1", {id_}},
                                Statement{lease_owner_sql, {id_}}};
       const std::vector<Result> found = co_await conn->run(why);
@@ -239,13 +222,15 @@ class PostgresLog final : public SessionLog {
       throw LeaseHeld(id_, std::move(node));
     }
     state_->leases_taken.fetch_add(1);
-    epoch_ = to_int(taken.rows[0][0]);
-    const std::int64_t db_last = to_int(taken.rows[0][1]);
+    epoch_ = taken->epoch;
     // The renewal keeps the state alive while it runs, as a log does.
     renewal_ = pg::Renewal::start(state_->executor, std::shared_ptr<pg::Leases>(state_, &state_->leases), id_, epoch_);
 
     CatchUp caught;
-    if (stale_ || db_last != known_seq_) caught = co_await read_newer(*conn.conn, stale_ || db_last < known_seq_);
+    if (stale_ || taken->last_seq != known_seq_) {
+      auto conn = co_await state_->pool->acquire();
+      caught = co_await read_newer(*conn.conn, stale_ || taken->last_seq < known_seq_);
+    }
     co_return caught;
   }
 
@@ -261,10 +246,7 @@ class PostgresLog final : public SessionLog {
       renewal_.reset();
     }
     try {
-      auto conn = co_await state_->pool->acquire();
-      const Statement release[] = {Statement{commit_async_sql, {}},
-                                   Statement{release_lease_sql, {id_, num(epoch_), state_->options.node_id}}};
-      co_await conn->run(release);
+      co_await state_->lease_rounds.release(id_, epoch_);
     } catch (const std::system_error& e) {
       spdlog::warn("session {}: lease not released (it expires): {}", id_, e.what());
     }
@@ -368,6 +350,7 @@ void PostgresStore::migrate_now() {
 
 void PostgresStore::start() {
   state_->writer.start();
+  state_->lease_rounds.start();
   state_->listener.start();
 }
 
@@ -554,6 +537,9 @@ std::string PostgresStore::metrics() const {
   add("harnessd_pg_commit_seconds_max", "gauge", "Longest commit so far.",
       static_cast<double>(w.commit_us_max.load()) / 1e6);
   add("harnessd_pg_leases_taken_total", "counter", "Session leases taken by this node.", s.leases_taken.load());
+  add("harnessd_pg_lease_rounds_total", "counter",
+      "Transactions that took and gave back leases (all asked since the last one, together).",
+      s.lease_rounds.rounds());
   add("harnessd_pg_leases_refused_total", "counter", "Prompts refused: another node held the lease.",
       s.leases_refused.load());
   add("harnessd_pg_leases_lost_total", "counter", "Leases found taken over while renewing.", s.leases.lost());
@@ -570,6 +556,7 @@ std::string PostgresStore::metrics() const {
 void PostgresStore::begin_stop() {
   state_->stopping = true;
   state_->writer.begin_stop();
+  state_->lease_rounds.begin_stop();
   state_->listener.begin_stop();
 }
 
@@ -577,6 +564,7 @@ void PostgresStore::stop() {
   begin_stop();
   // The store outlives the io_context: what belongs to it goes now.
   state_->writer.stop();
+  state_->lease_rounds.stop();
   state_->pool->stop();
 }
 
