@@ -191,6 +191,12 @@ void Connection::send(std::span<const Statement> statements, bool each) {
   }
 }
 
+asio::awaitable<void> Connection::prepare_once(std::string name, std::string sql) {
+  if (std::find(prepared_.begin(), prepared_.end(), name) != prepared_.end()) co_return;
+  co_await prepare(name, std::move(sql));
+  prepared_.push_back(std::move(name));
+}
+
 asio::awaitable<void> Connection::prepare(std::string name, std::string sql) {
   if (broken_) throw std::system_error(errc::unavailable, "PostgreSQL connection lost");
   if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) != 1) fail("sending to PostgreSQL");

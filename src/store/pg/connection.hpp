@@ -76,6 +76,9 @@ class Connection {
   /// Prepares `sql` as `name` on this connection (parsed and planned once).
   /// Throws like run(), and for SQL the server refuses.
   boost::asio::awaitable<void> prepare(std::string name, std::string sql);
+  /// prepare(), unless this connection prepared `name` already: for
+  /// statements that run on whichever pooled connection is free.
+  boost::asio::awaitable<void> prepare_once(std::string name, std::string sql);
 
   /// Waits for notifications of the channels this connection LISTENs on.
   /// Throws like run().
@@ -104,6 +107,7 @@ class Connection {
   boost::asio::any_io_executor executor_;
   pg_conn* conn_;
   bool broken_ = false;
+  std::vector<std::string> prepared_;  ///< names prepare_once() prepared (a few)
 };
 
 }  // namespace harnessd::store::pg

@@ -31,6 +31,11 @@ UPDATE harnessd_sessions SET lease_owner = NULL, lease_until = NULL
 WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3
 )sql";
 
+// Prepared on each pooled connection a round uses (parsed and planned once).
+constexpr std::string_view commit_async_statement = "harnessd_commit_async";
+constexpr std::string_view take_lease_statement = "harnessd_take_lease";
+constexpr std::string_view release_lease_statement = "harnessd_release_lease";
+
 // A round holds at most this many requests; the rest wait for the next.
 constexpr std::size_t round_max = 1024;
 
@@ -111,17 +116,20 @@ asio::awaitable<void> LeaseRounds::run() {
     }
     std::vector<Statement> statements;
     statements.reserve(round.size() + 1);
-    statements.push_back(Statement{commit_async_sql, {}});
+    statements.push_back(Statement{commit_async_statement, {}, true});
     for (const auto& r : round) {
       if (r->take) {
-        statements.push_back(Statement{take_lease_sql, {r->id, node_id_, ttl}});
+        statements.push_back(Statement{take_lease_statement, {r->id, node_id_, ttl}, true});
       } else {
-        statements.push_back(Statement{release_lease_sql, {r->id, num(r->epoch), node_id_}});
+        statements.push_back(Statement{release_lease_statement, {r->id, num(r->epoch), node_id_}, true});
       }
     }
     std::string failed;
     try {
       auto conn = co_await pool_->acquire();
+      co_await conn->prepare_once(std::string(commit_async_statement), std::string(commit_async_sql));
+      co_await conn->prepare_once(std::string(take_lease_statement), std::string(take_lease_sql));
+      co_await conn->prepare_once(std::string(release_lease_statement), std::string(release_lease_sql));
       const std::vector<Result> results = co_await conn->run(statements);
       for (std::size_t i = 0; i < round.size(); ++i) {
         const Result& result = results.at(i + 1);
