@@ -70,28 +70,71 @@ CREATE TABLE IF NOT EXISTS harnessd_events (
 );
 )sql";
 
-// Version 2 drops the events' foreign key: its trigger ran a lookup of the
-// session row for every inserted event (a sixth of the database's CPU under
-// load), and every write already moves the session row in the same
-// statement, which a missing session fails, so the key guarded nothing.
-constexpr std::string_view schema_v2 =
-    "ALTER TABLE harnessd_events DROP CONSTRAINT IF EXISTS harnessd_events_session_id_fkey";
+// Version 2 keeps events in batches: one row per write (the events of one
+// flush of a turn, up to 64), not one per event. Per-event rows cost the
+// database a heap and an index insertion and a foreign-key lookup of the
+// session for every event, most of its CPU at 100 events a turn. The
+// events stay readable one per row through the view harnessd_events, with
+// the columns version 1 had. A version-1 database is converted in place,
+// each old event a batch of one.
+constexpr std::string_view schema_v2 = R"sql(
+CREATE TABLE harnessd_event_batches (
+  session_id text   NOT NULL,
+  first_seq  bigint NOT NULL,
+  last_seq   bigint NOT NULL,
+  events     text   NOT NULL,                -- first_seq..last_seq, a line each, byte for byte the notified params.event
+  PRIMARY KEY (session_id, first_seq)
+);
+INSERT INTO harnessd_event_batches (session_id, first_seq, last_seq, events)
+  SELECT session_id, seq, seq, event FROM harnessd_events;
+DROP TABLE harnessd_events;
+CREATE VIEW harnessd_events AS
+  SELECT b.session_id, b.first_seq + e.n - 1 AS seq, e.event
+  FROM harnessd_event_batches b, string_to_table(b.events, E'\n') WITH ORDINALITY AS e(event, n);
+)sql";
 
-// A page of session/events, capped in SQL: at most $3 events, and no more
-// than $4 bytes of them once the page has one (so a single larger event is
-// still readable), so no more than about a page ever leaves the database.
-// `more`: an event follows the row (read on its last row). octet_length
+// Both reads below start at the first batch that holds an event after seq
+// $2 of session $1: the one holding $2 + 1 (a session's batches follow each
+// other without a gap), or the last one when there is none.
+constexpr std::string_view read_after_sql = R"sql(
+SELECT first_seq, events FROM harnessd_event_batches
+WHERE session_id = $1 AND first_seq >= coalesce(
+  (SELECT max(first_seq) FROM harnessd_event_batches WHERE session_id = $1 AND first_seq <= $2::bigint + 1), 0)
+ORDER BY first_seq
+)sql";
+
+// A page of session/events, capped in SQL: the batches that can hold its
+// events (at most $3 + 1: each holds one at least, but the first may hold
+// only earlier ones), and no more once those after the first hold $4 bytes.
+// `more`: a batch follows the row (read on its last row). octet_length
 // reads a stored value's size without decompressing it.
 constexpr std::string_view read_page_sql = R"sql(
-SELECT seq, event, more FROM (
-  SELECT seq, event, row_number() OVER w AS n, sum(octet_length(event)) OVER w AS bytes,
-         lead(seq) OVER w IS NOT NULL AS more
-  FROM harnessd_events WHERE session_id = $1 AND seq > $2::bigint
-  WINDOW w AS (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-  ORDER BY seq LIMIT $3::bigint) page
-WHERE n = 1 OR bytes <= $4::bigint
-ORDER BY seq
+SELECT first_seq, events, more FROM (
+  SELECT first_seq, events, octet_length(events) AS size,
+         sum(octet_length(events)) OVER w - first_value(octet_length(events)) OVER w AS bytes,
+         lead(first_seq) OVER w IS NOT NULL AS more
+  FROM harnessd_event_batches
+  WHERE session_id = $1 AND first_seq >= coalesce(
+    (SELECT max(first_seq) FROM harnessd_event_batches WHERE session_id = $1 AND first_seq <= $2::bigint + 1), 0)
+  WINDOW w AS (ORDER BY first_seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+  ORDER BY first_seq LIMIT $3::bigint + 1) page
+WHERE bytes - size < $4::bigint
+ORDER BY first_seq
 )sql";
+
+/// Calls `each(seq, event)` for the events of a batch row (first_seq, events).
+template <class Each>
+void for_each_event(const std::optional<std::string>& first_seq, const std::optional<std::string>& events, Each&& each) {
+  std::int64_t seq = to_int(first_seq);
+  const std::string_view text = events ? std::string_view(*events) : std::string_view();
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t end = text.find('\n', start);
+    each(seq++, text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+}
 
 constexpr std::string_view lease_owner_sql =
     "SELECT lease_owner FROM harnessd_sessions WHERE id = $1 AND lease_until >= now()";
@@ -261,13 +304,14 @@ class PostgresLog final : public SessionLog {
     caught.from_start = from_start;
     const std::int64_t after = from_start ? -1 : known_seq_;
     caught.first_seq = after + 1;
-    const Statement statement{
-        "SELECT event FROM harnessd_events WHERE session_id = $1 AND seq > $2::bigint ORDER BY seq",
-        {id_, num(after)}};
-    const Result events = co_await conn.run(statement);
-    checked(events, "reading the session's events");
-    caught.events.reserve(events.rows.size());
-    for (const auto& row : events.rows) caught.events.push_back(row[0].value_or(""));
+    const Statement statement{read_after_sql, {id_, num(after)}};
+    const Result batches = co_await conn.run(statement);
+    checked(batches, "reading the session's events");
+    for (const auto& row : batches.rows) {
+      for_each_event(row[0], row[1], [&](std::int64_t seq, std::string_view event) {
+        if (seq > after) caught.events.emplace_back(event);
+      });
+    }
     known_seq_ = after + static_cast<std::int64_t>(caught.events.size());
     stale_ = false;
     co_return caught;
@@ -367,7 +411,8 @@ asio::awaitable<std::unique_ptr<SessionLog>> PostgresStore::open(SessionHeader h
   }
   statements.push_back(Statement{"SELECT header FROM harnessd_sessions WHERE id = $1", {header.id}});
   statements.push_back(
-      Statement{"SELECT seq, event FROM harnessd_events WHERE session_id = $1 ORDER BY seq", {header.id}});
+      Statement{"SELECT first_seq, events FROM harnessd_event_batches WHERE session_id = $1 ORDER BY first_seq",
+                {header.id}});
   const std::vector<Result> results = co_await conn->run(statements);
   for (const Result& r : results) checked(r, "loading session " + header.id);
   const Result& head = results[results.size() - 2];
@@ -376,17 +421,18 @@ asio::awaitable<std::unique_ptr<SessionLog>> PostgresStore::open(SessionHeader h
   if (!stored.is_object()) throw std::system_error(errc::invalid_log, "session " + header.id + ": header is not an object");
   std::vector<json::object> events;
   const Result& rows = results.back();
-  events.reserve(rows.rows.size());
   std::int64_t last = -1;
   for (const auto& row : rows.rows) {
-    boost::system::error_code ec;
-    json::value event = json::parse(row[1].value_or(""), ec);
-    if (ec || !event.is_object()) {
-      throw std::system_error(errc::corrupt_line, "session " + header.id + ": event " + row[0].value_or("?") +
-                                                      " is not a JSON object");
-    }
-    events.push_back(std::move(event.get_object()));
-    last = to_int(row[0]);
+    for_each_event(row[0], row[1], [&](std::int64_t seq, std::string_view text) {
+      boost::system::error_code ec;
+      json::value event = json::parse(text, ec);
+      if (ec || !event.is_object()) {
+        throw std::system_error(errc::corrupt_line,
+                                "session " + header.id + ": event " + std::to_string(seq) + " is not a JSON object");
+      }
+      events.push_back(std::move(event.get_object()));
+      last = seq;
+    });
   }
   co_return std::make_unique<PostgresLog>(state, header.id, std::move(stored.get_object()), std::move(events), last);
 }
@@ -441,13 +487,25 @@ asio::awaitable<std::optional<EventPage>> PostgresStore::read_events(std::string
   if (head.rows.empty()) co_return std::nullopt;
   EventPage page;
   page.last_seq = to_int(head.rows[0][0]);
-  page.events.reserve(rows.rows.size());
+  // The page ends at `limit` events, or before the event that would take it
+  // past max_bytes (a first event larger than that comes alone).
+  std::size_t bytes = 0;
+  bool full = false;
   for (const auto& row : rows.rows) {
-    page.events.push_back(row[1].value_or(""));
-    // Events committed after the session row was read belong to the page too.
-    page.last_seq = std::max(page.last_seq, to_int(row[0]));
+    for_each_event(row[0], row[1], [&](std::int64_t seq, std::string_view event) {
+      // Events committed after the session row was read belong to the page too.
+      page.last_seq = std::max(page.last_seq, seq);
+      if (seq <= after_seq || full) return;
+      if (page.events.size() == limit || (!page.events.empty() && bytes + event.size() > max_bytes)) {
+        full = true;
+        page.more = true;
+        return;
+      }
+      bytes += event.size();
+      page.events.emplace_back(event);
+    });
   }
-  page.more = !rows.rows.empty() && rows.rows.back()[2] == std::optional<std::string>("t");
+  if (!full) page.more = !rows.rows.empty() && rows.rows.back()[2] == std::optional<std::string>("t");
   co_return page;
 }
 
@@ -463,7 +521,7 @@ asio::awaitable<bool> PostgresStore::remove(std::string id) {
       "WITH target AS (SELECT id, lease_owner, "
       "(lease_owner IS NULL OR lease_owner = $2 OR lease_until <= now()) AS free "
       "FROM harnessd_sessions WHERE id = $1 FOR UPDATE), "
-      "events AS (DELETE FROM harnessd_events WHERE session_id IN (SELECT id FROM target WHERE free)), "
+      "events AS (DELETE FROM harnessd_event_batches WHERE session_id IN (SELECT id FROM target WHERE free)), "
       "gone AS (DELETE FROM harnessd_sessions WHERE id IN (SELECT id FROM target WHERE free) RETURNING id) "
       "SELECT free, lease_owner FROM target",
       {id, state->options.node_id}};

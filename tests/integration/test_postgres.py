@@ -3,8 +3,10 @@ database (`--store postgres --postgres-url URL --node-id ID --lease-ttl-ms MS
 --postgres-pool N`), black-box through the wire protocol and the database.
 
 What is checked:
-- the schema the daemon creates (harnessd_sessions, harnessd_events,
-  harnessd_schema), also when two nodes start at once on an empty database;
+- the schema the daemon creates (harnessd_sessions, harnessd_event_batches
+  and its per-event view harnessd_events, harnessd_schema), also when two
+  nodes start at once on an empty database, and its upgrade of a version-1
+  database (one row per event) in place;
 - a session runs on one node at a time: the other node answers -32001 with
   data.node, the node holding the session's lease;
 - a session moves between nodes and keeps its history (turn numbers, seq);
@@ -332,7 +334,8 @@ def db_up(pg_server):
 SESSIONS_COLUMNS = {"id": "text", "header": "text", "created_at": "bigint", "cwd": "text", "parent_id": "text",
                     "depth": "integer", "last_seq": "bigint", "turns": "bigint", "updated_at": "bigint",
                     "lease_owner": "text", "lease_until": "timestamp with time zone", "lease_epoch": "bigint"}
-EVENTS_COLUMNS = {"session_id": "text", "seq": "bigint", "event": "text"}
+EVENTS_COLUMNS = {"session_id": "text", "seq": "bigint", "event": "text"}  # the view, as version 1's table
+BATCHES_COLUMNS = {"session_id": "text", "first_seq": "bigint", "last_seq": "bigint", "events": "text"}
 
 
 def columns(db, table: str) -> dict[str, str]:
@@ -350,10 +353,12 @@ def test_two_nodes_create_the_schema_at_once_and_restart_on_it(spawn, pg_db):
         got = columns(pg_db, table)
         missing = {k: v for k, v in expected.items() if got.get(k) != v}
         assert not missing, f"{table}: columns {missing} missing or of another type; the table has {got}"
+    got = columns(pg_db, "harnessd_event_batches")
+    assert got == BATCHES_COLUMNS, f"harnessd_event_batches has {got}"
     pk = pg_db.psql("select a.attname from pg_index i join pg_attribute a on a.attrelid = i.indrelid "
-                    "and a.attnum = any(i.indkey) where i.indrelid = 'harnessd_events'::regclass and i.indisprimary "
-                    "order by array_position(i.indkey::int2[], a.attnum)")
-    assert pk == ["session_id", "seq"], f"primary key of harnessd_events: {pk}"
+                    "and a.attnum = any(i.indkey) where i.indrelid = 'harnessd_event_batches'::regclass "
+                    "and i.indisprimary order by array_position(i.indkey::int2[], a.attnum)")
+    assert pk == ["session_id", "first_seq"], f"primary key of harnessd_event_batches: {pk}"
 
     ca, cb = client(a), client(b)
     resp, events = ca.run_prompt("s", "@reply one", timeout=TURN_TIMEOUT)
@@ -393,25 +398,29 @@ CREATE TABLE harnessd_events (
 """
 
 
-def test_a_version_1_database_is_upgraded_in_place(spawn, pg_db, tmp_path):
-    # A version-1 database with a session in it, written by a node that runs on it today.
+def test_a_version_1_database_is_upgraded_in_place(spawn, pg_db):
+    # One finished turn written by this daemon, then the database rebuilt as version 1 held it.
     seed = start_node(spawn, pg_db, "seed")
     resp, first = client(seed).run_prompt("old", "@reply before", timeout=TURN_TIMEOUT)
     assert result_of(resp) == OK
     seed.terminate()
     header = pg_db.psql("select header from harnessd_sessions where id = 'old'")[0]
     rows = db_rows(pg_db, "old")
-    pg_db.psql("DROP TABLE harnessd_events, harnessd_sessions, harnessd_schema;" + SCHEMA_V1 +
+    pg_db.psql("DROP VIEW harnessd_events; DROP TABLE harnessd_event_batches, harnessd_sessions, harnessd_schema;"
+               + SCHEMA_V1 +
                "INSERT INTO harnessd_sessions (id, header, created_at, updated_at, last_seq, turns) VALUES "
                f"('old', {sql_literal(header)}, 1, 1, {rows[-1][0]}, 1);" +
                "".join(f"INSERT INTO harnessd_events VALUES ('old', {seq}, {sql_literal(raw.decode())});"
                        for seq, raw in rows))
-    fkeys = "select count(*) from pg_constraint where conrelid = 'harnessd_events'::regclass and contype = 'f'"
-    assert pg_db.psql(fkeys) == ["1"]
 
     a = start_node(spawn, pg_db, "node-a")
     assert pg_db.psql("select version from harnessd_schema") == ["2"]
-    assert pg_db.psql(fkeys) == ["0"], "version 2 has no foreign key on harnessd_events"
+    assert pg_db.psql("select relkind from pg_class where relname = 'harnessd_events'") == ["v"], \
+        "version 2 reads the events through a view"
+    assert pg_db.psql("select count(*), min(last_seq - first_seq), max(last_seq - first_seq) "
+                      "from harnessd_event_batches where session_id = 'old'") == [f"{len(rows)}|0|0"], \
+        "each version-1 event became a batch of one"
+    assert db_rows(pg_db, "old") == rows
     resp, events = client(a).run_prompt("old", "@reply after", timeout=TURN_TIMEOUT)
     assert result_of(resp) == OK
     check_turn(events, turn=1)
@@ -830,7 +839,7 @@ def install_poison(db, when: str) -> None:
     db.psql(f"""
 CREATE FUNCTION harnessd_test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF position({sql_literal(POISON)} in NEW.event) > 0 THEN
+  IF position({sql_literal(POISON)} in NEW.events) > 0 THEN
     RAISE EXCEPTION 'poisoned event (test)';
   END IF;
   RETURN NEW;
@@ -841,14 +850,14 @@ END $$;
     db.psql("""
 CREATE FUNCTION harnessd_test_slow() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN PERFORM pg_sleep(0.002); RETURN NULL; END $$;
-CREATE TRIGGER harnessd_test_slow BEFORE INSERT ON harnessd_events
+CREATE TRIGGER harnessd_test_slow BEFORE INSERT ON harnessd_event_batches
   FOR EACH STATEMENT EXECUTE FUNCTION harnessd_test_slow();
 """)
     if when == "insert":
-        db.psql("CREATE TRIGGER harnessd_test_poison BEFORE INSERT ON harnessd_events "
+        db.psql("CREATE TRIGGER harnessd_test_poison BEFORE INSERT ON harnessd_event_batches "
                 "FOR EACH ROW EXECUTE FUNCTION harnessd_test_poison()")
     else:
-        db.psql("CREATE CONSTRAINT TRIGGER harnessd_test_poison AFTER INSERT ON harnessd_events "
+        db.psql("CREATE CONSTRAINT TRIGGER harnessd_test_poison AFTER INSERT ON harnessd_event_batches "
                 "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION harnessd_test_poison()")
 
 
@@ -972,11 +981,11 @@ def test_events_pages_are_capped_by_bytes(spawn, pg_db):
     pg_db.psql(f"""
 INSERT INTO harnessd_sessions (id, header, created_at, updated_at, last_seq)
   VALUES ('huge', '{{"type":"session","version":0,"id":"huge","createdAt":1,"delegationDepth":0}}', 1, 1, 3);
-INSERT INTO harnessd_events (session_id, seq, event) VALUES
-  ('huge', 0, {sql_literal(filler % 0)} || 'small"}}}}}}'),
-  ('huge', 1, {sql_literal(filler % 1)} || repeat('h', 5000000) || '"}}}}}}'),
-  ('huge', 2, {sql_literal(filler % 2)} || repeat('s', 3000000) || '"}}}}}}'),
-  ('huge', 3, {sql_literal(filler % 3)} || repeat('t', 2000000) || '"}}}}}}');
+INSERT INTO harnessd_event_batches (session_id, first_seq, last_seq, events) VALUES
+  ('huge', 0, 1, {sql_literal(filler % 0)} || 'small"}}}}}}' || E'\n' ||
+                 {sql_literal(filler % 1)} || repeat('h', 5000000) || '"}}}}}}'),
+  ('huge', 2, 2, {sql_literal(filler % 2)} || repeat('s', 3000000) || '"}}}}}}'),
+  ('huge', 3, 3, {sql_literal(filler % 3)} || repeat('t', 2000000) || '"}}}}}}');
 """)
     for sid, limits in (("pages", (1000, 7)), ("huge", (1000, 1))):
         rows = db_rows(pg_db, sid)

@@ -31,7 +31,7 @@ namespace harnessd::store::pg {
 struct GroupWrite {
   std::string_view session_id;
   std::int64_t epoch = 0;  ///< the lease it was made under
-  std::size_t count = 0;   ///< its events: the rows it inserts when it lands
+  std::size_t count = 0;   ///< the rows it inserts when it lands
 };
 
 enum class WriteOutcome {

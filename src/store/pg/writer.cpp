@@ -22,7 +22,7 @@ namespace {
 // A write of one session's events: only under the lease it was made with
 // (the fence) and right after the session's last seq (never past a gap a
 // failed write left), in the same statement that moves the session's
-// position. Events travel as one text, a line each (serialized JSON has no
+// position. The events are one row, a line each (serialized JSON has no
 // raw newline).
 constexpr std::string_view write_sql = R"sql(
 WITH lease AS (
@@ -31,9 +31,8 @@ WITH lease AS (
       lease_until = now() + $9::bigint * interval '1 millisecond'
   WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3 AND last_seq = $7::bigint - 1
   RETURNING id)
-INSERT INTO harnessd_events (session_id, seq, event)
-SELECT lease.id, $7::bigint + e.n - 1, e.event
-FROM lease, string_to_table($8, E'\n') WITH ORDINALITY AS e(event, n)
+INSERT INTO harnessd_event_batches (session_id, first_seq, last_seq, events)
+SELECT lease.id, $7::bigint, $4::bigint, $8 FROM lease
 )sql";
 
 constexpr std::string_view write_statement = "harnessd_write";
@@ -115,7 +114,7 @@ asio::awaitable<void> Writer::run() {
     statements.reserve(group.size());
     writes.reserve(group.size());
     for (PendingWrite& w : group) {
-      writes.push_back(GroupWrite{w.session_id, w.epoch, w.count});
+      writes.push_back(GroupWrite{w.session_id, w.epoch, 1});  // one row: the batch
       statements.push_back(Statement{write_statement,
                                      {w.session_id, num(w.epoch), node_id_, num(w.at.last_seq), num(w.at.turns),
                                       num(w.at.time_ms), num(w.first_seq), std::move(w.events), ttl},
