@@ -359,6 +359,9 @@ def test_two_nodes_create_the_schema_at_once_and_restart_on_it(spawn, pg_db):
                     "and a.attnum = any(i.indkey) where i.indrelid = 'harnessd_event_batches'::regclass "
                     "and i.indisprimary order by array_position(i.indkey::int2[], a.attnum)")
     assert pk == ["session_id", "first_seq"], f"primary key of harnessd_event_batches: {pk}"
+    compression = pg_db.psql("select attcompression from pg_attribute where attname = 'events' "
+                             "and attrelid = 'harnessd_event_batches'::regclass")
+    assert compression == ["l"], f"batches are compressed with lz4 (Debian's server has it): {compression}"
 
     ca, cb = client(a), client(b)
     resp, events = ca.run_prompt("s", "@reply one", timeout=TURN_TIMEOUT)
