@@ -227,13 +227,13 @@ class TurnRun final : public llm::ChunkSink {
       request.model = input_.model;
       request.max_tokens = input_.max_tokens;
       request.messages = &session_.messages();
-      request.tools = tool_specs(session_.registry().tools(), session_.delegation_depth() < max_depth);
+      request.tools = session_.registry().tools().specs(session_.delegation_depth() < max_depth);
       request.context_window = input_.context_window;
       request.settings = input_.settings;
       // Built once per turn, and again only when the offered tools change.
-      if (!same_tools(request.tools)) {
+      if (!same_tools(*request.tools)) {
         system_prompt_ = build_system_prompt(session_.registry().options().persona, input_.model,
-                                             session_workspace().string(), request.tools);
+                                             session_workspace().string(), *request.tools);
         request.system_prompt = system_prompt_;
         add_request_header(request);
       }
@@ -482,7 +482,7 @@ class TurnRun final : public llm::ChunkSink {
     protocol::RequestHeader header{.provider = std::string(input_.provider->name()),
                                    .model = request.model,
                                    .system_prompt = request.system_prompt};
-    for (const llm::ToolSpec& tool : request.tools) header.tools.push_back(tool.name);
+    for (const llm::ToolSpec& tool : *request.tools) header.tools.push_back(tool.name);
     json::object& settings = header.settings;
     settings["contextWindow"] = input_.context_window;
     if (request.settings.thinking) settings["thinking"] = *request.settings.thinking ? "enabled" : "disabled";
@@ -925,16 +925,6 @@ asio::awaitable<PromptOutcome> run_turn(Session& session, PromptInput& input, Ev
   TurnRun turn(session, input, sink, cancel);
   PromptOutcome outcome = co_await turn.run();
   co_return outcome;
-}
-
-std::vector<llm::ToolSpec> tool_specs(const tools::ToolRegistry& registry, bool may_delegate) {
-  std::vector<llm::ToolSpec> specs;
-  for (const std::shared_ptr<tools::Tool>& tool : registry.all()) {
-    if (tool->delegates() && !may_delegate) continue;
-    specs.push_back(llm::ToolSpec{std::string(tool->name()), std::string(tool->description()), tool->input_schema(),
-                                  std::string(tool->guidance())});
-  }
-  return specs;
 }
 
 }  // namespace harnessd::harness::detail

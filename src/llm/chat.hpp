@@ -7,6 +7,7 @@
 #include <boost/json/object.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,7 +55,9 @@ struct ModelRequest {
   std::string model;
   std::optional<std::int64_t> max_tokens;
   const std::vector<ChatMessage>* messages = nullptr;
-  std::vector<ToolSpec> tools;
+  /// What the model is offered; shared by every request until the tools
+  /// change (ToolRegistry::specs). Null: no tools.
+  std::shared_ptr<const std::vector<ToolSpec>> tools;
   RequestPurpose purpose = RequestPurpose::turn;
   ModelSettings settings;
   std::string system_prompt;

@@ -123,9 +123,9 @@ json::object build_request_body(const ModelRequest& request) {
   if (settings.temperature) body["temperature"] = *settings.temperature;
   if (request.max_tokens) body["max_tokens"] = *request.max_tokens;
   if (!settings.stop.empty()) body["stop"] = json::array(settings.stop.begin(), settings.stop.end());
-  if (!request.tools.empty()) {
+  if (request.tools && !request.tools->empty()) {
     json::array tools;
-    for (const ToolSpec& tool : request.tools) {
+    for (const ToolSpec& tool : *request.tools) {
       tools.push_back(json::object{{"type", "function"},
                                    {"function", json::object{{"name", tool.name},
                                                              {"description", tool.description},

@@ -10,6 +10,7 @@ void ToolRegistry::add(std::shared_ptr<Tool> tool) {
   std::lock_guard lock(mutex_);
   if (!tools_.emplace(name, tool).second) throw std::logic_error("two tools named " + name);
   order_.push_back(std::move(tool));
+  for (auto& specs : specs_) specs.reset();
 }
 
 std::shared_ptr<Tool> ToolRegistry::find(std::string_view name) const {
@@ -44,7 +45,23 @@ std::vector<std::string> ToolRegistry::replace_source(std::string_view source,
     added.push_back(std::move(tool));
   }
   order_.insert(order_.begin() + static_cast<std::ptrdiff_t>(at), added.begin(), added.end());
+  for (auto& specs : specs_) specs.reset();
   return skipped;
+}
+
+std::shared_ptr<const std::vector<llm::ToolSpec>> ToolRegistry::specs(bool may_delegate) const {
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<const std::vector<llm::ToolSpec>>& cached = specs_[may_delegate ? 1 : 0];
+  if (!cached) {
+    std::vector<llm::ToolSpec> specs;
+    for (const std::shared_ptr<Tool>& tool : order_) {
+      if (tool->delegates() && !may_delegate) continue;
+      specs.push_back(llm::ToolSpec{std::string(tool->name()), std::string(tool->description()),
+                                    tool->input_schema(), std::string(tool->guidance())});
+    }
+    cached = std::make_shared<const std::vector<llm::ToolSpec>>(std::move(specs));
+  }
+  return cached;
 }
 
 }  // namespace harnessd::tools

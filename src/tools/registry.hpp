@@ -5,6 +5,7 @@
 // its calls runs stays alive until that call ends.
 #pragma once
 
+#include "llm/chat.hpp"
 #include "tools/tool.hpp"
 
 #include <map>
@@ -31,8 +32,16 @@ class ToolRegistry {
   /// out; the names left out are returned, for the caller to log.
   std::vector<std::string> replace_source(std::string_view source, std::vector<std::shared_ptr<Tool>> tools);
 
+  /// What the model is offered: every tool, those that start child
+  /// sessions only when `may_delegate`. One snapshot, built once and shared
+  /// by every request until the tools change (copying each tool's schema
+  /// for every model step was a tenth of the allocations of a turn).
+  std::shared_ptr<const std::vector<llm::ToolSpec>> specs(bool may_delegate) const;
+
  private:
   mutable std::mutex mutex_;
+  /// specs(false) and specs(true), built on first use; reset by every change.
+  mutable std::shared_ptr<const std::vector<llm::ToolSpec>> specs_[2];
   std::map<std::string, std::shared_ptr<Tool>, std::less<>> tools_;
   std::vector<std::shared_ptr<Tool>> order_;
 };

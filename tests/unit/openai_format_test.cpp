@@ -29,7 +29,8 @@ TEST_CASE("the request body carries the system prompt, history, tools and limits
   request.model = "deepseek-chat";
   request.max_tokens = 100;
   request.messages = &history;
-  request.tools.push_back(ToolSpec{"subagent", "delegate", json::object{{"type", "object"}}});
+  request.tools = std::make_shared<const std::vector<ToolSpec>>(
+      std::vector<ToolSpec>{ToolSpec{"subagent", "delegate", json::object{{"type", "object"}}}});
   request.system_prompt = "be brief";
   request.instructions = "<workspace-instructions>rules</workspace-instructions>";
   const json::object body = openai::build_request_body(request);

@@ -19,8 +19,4 @@ boost::asio::awaitable<tools::ToolResult> run_subagent(Session& parent, std::str
                                                        const PromptInput& parent_input, EventSink& sink,
                                                        llm::CancelScope& cancel);
 
-/// What the model is offered: every tool of `registry`, those that start
-/// child sessions only when `may_delegate`.
-std::vector<llm::ToolSpec> tool_specs(const tools::ToolRegistry& registry, bool may_delegate);
-
 }  // namespace harnessd::harness::detail
