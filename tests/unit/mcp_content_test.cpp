@@ -126,3 +126,25 @@ TEST_CASE("tool registry: a source's tools are replaced in place, held tools sta
   registry.replace_source("mcp:a", {});
   CHECK(names(registry) == std::vector<std::string>{"read", "grep"});
 }
+
+TEST_CASE("tool registry: the specs offered to the model are shared until the tools change") {
+  const auto spec_names = [](const auto& specs) {
+    std::vector<std::string> out;
+    for (const auto& spec : *specs) out.push_back(spec.name);
+    return out;
+  };
+  tools::ToolRegistry registry;
+  registry.add(std::make_shared<NamedTool>("read", "builtin"));
+  const auto first = registry.specs(true);
+  CHECK(registry.specs(true) == first);  // one snapshot, not a copy per request
+  CHECK(spec_names(first) == std::vector<std::string>{"read"});
+
+  registry.replace_source("mcp:a", {std::make_shared<NamedTool>("mcp__a__x", "mcp:a")});
+  const auto second = registry.specs(true);
+  CHECK(spec_names(second) == std::vector<std::string>{"read", "mcp__a__x"});
+  CHECK(spec_names(first) == std::vector<std::string>{"read"});  // a request in flight keeps its own
+  registry.add(std::make_shared<NamedTool>("grep", "builtin"));
+  CHECK(spec_names(registry.specs(true)) == std::vector<std::string>{"read", "mcp__a__x", "grep"});
+  registry.replace_source("mcp:a", {});
+  CHECK(spec_names(registry.specs(false)) == std::vector<std::string>{"read", "grep"});
+}
