@@ -12,6 +12,7 @@
 
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace harnessd::store::pg {
@@ -127,9 +128,15 @@ asio::awaitable<void> LeaseRounds::run() {
     std::string failed;
     try {
       auto conn = co_await pool_->acquire();
-      co_await conn->prepare_once(std::string(commit_async_statement), std::string(commit_async_sql));
-      co_await conn->prepare_once(std::string(take_lease_statement), std::string(take_lease_sql));
-      co_await conn->prepare_once(std::string(release_lease_statement), std::string(release_lease_sql));
+      static constexpr std::pair<std::string_view, std::string_view> prepared[] = {
+          {commit_async_statement, commit_async_sql},
+          {take_lease_statement, take_lease_sql},
+          {release_lease_statement, release_lease_sql}};
+      for (const auto& [name, sql] : prepared) {
+        std::string name_text(name);
+        std::string sql_text(sql);
+        co_await conn->prepare_once(std::move(name_text), std::move(sql_text));
+      }
       const std::vector<Result> results = co_await conn->run(statements);
       for (std::size_t i = 0; i < round.size(); ++i) {
         const Result& result = results.at(i + 1);

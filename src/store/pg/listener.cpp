@@ -85,6 +85,8 @@ asio::awaitable<void> Listener::run() {
         }
       }
     } catch (const std::system_error& e) {
+      // begin_stop() ends the connection on purpose: no error to report then.
+      if (stopping_.load()) co_return;
       report_health_(reason_of(e));
     }
     if (stopping_.load()) co_return;
