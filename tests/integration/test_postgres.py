@@ -513,6 +513,30 @@ def test_session_moves_between_nodes_with_its_history(spawn, pg_db):
     assert db_session(pg_db, "mv")["last_seq"] == str(events[-1]["seq"])
 
 
+def test_sigterm_mid_turns_exits_and_the_sessions_go_on_elsewhere(spawn, pg_db):
+    """A node stopped while its turns stream settles and exits: the turns' last writes and lease
+    releases land, or fail at once once the store has stopped; nothing waits for a commit or a
+    lease round that will never come."""
+    ttl_ms = 2000
+    a = start_node(spawn, pg_db, "node-a", ttl_ms=ttl_ms)
+    ca = client(a)
+    sids = [f"stop{i}" for i in range(8)]
+    for sid in sids:
+        ca.prompt(sid, LONG)
+    for sid in sids:
+        wait_deltas(ca, sid, 3)
+    stopped = time.monotonic()
+    assert a.terminate(timeout=20) == 0
+    assert time.monotonic() - stopped < 15, "the node took too long to stop"
+
+    b = start_node(spawn, pg_db, "node-b", ttl_ms=ttl_ms)
+    cb = client(b)
+    for sid in sids:
+        resp, _, _ = prompt_when_free(cb, sid, "@reply after", within=ttl_ms / 1000 + 5)
+        assert result_of(resp) == OK, f"{sid}: {resp}"
+        check_reloadable(db_events(pg_db, sid), sid)
+
+
 # ---------------------------------------------------------------------------
 # a node dies / freezes
 

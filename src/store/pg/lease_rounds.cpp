@@ -85,6 +85,7 @@ asio::awaitable<void> LeaseRounds::ask(const std::shared_ptr<Request>& request) 
   request->wake = util::Wakeup::create(co_await asio::this_coro::executor);
   {
     std::lock_guard lock(mutex_);
+    if (closed_) throw std::system_error(errc::unavailable, "the store is stopping");
     queued_.push_back(request);
   }
   if (wake_) wake_->notify();
@@ -111,7 +112,14 @@ asio::awaitable<void> LeaseRounds::run() {
       }
     }
     if (round.empty()) {
-      if (stopping_.load()) co_return;
+      if (stopping_.load()) {
+        std::lock_guard lock(mutex_);
+        if (queued_.empty()) {
+          closed_ = true;
+          co_return;
+        }
+        continue;
+      }
       co_await wake_->wait();
       continue;
     }

@@ -81,6 +81,9 @@ class LeaseRounds {
   std::shared_ptr<util::Wakeup> wake_;
   std::mutex mutex_;
   std::deque<std::shared_ptr<Request>> queued_;
+  /// The coroutine ended (stopping, nothing queued): later requests fail at
+  /// once instead of waiting for a round that never comes.
+  bool closed_ = false;
   std::atomic<std::uint64_t> rounds_{0};
 };
 

@@ -60,7 +60,14 @@ void Writer::start() { asio::co_spawn(*strand_, run(), asio::detached); }
 void Writer::enqueue(PendingWrite write) {
   {
     std::lock_guard lock(mutex_);
-    queued_.push_back(std::move(write));
+    if (!closed_) {
+      queued_.push_back(std::move(write));
+      write.state = nullptr;
+    }
+  }
+  if (write.state) {
+    settle(write, WriteState::failed, "the store is stopping");
+    return;
   }
   if (wake_) wake_->notify();
 }
@@ -105,7 +112,14 @@ asio::awaitable<void> Writer::run() {
   for (;;) {
     std::vector<PendingWrite> group = take_group();
     if (group.empty()) {
-      if (stopping_.load()) co_return;
+      if (stopping_.load()) {
+        std::lock_guard lock(mutex_);
+        if (queued_.empty()) {
+          closed_ = true;
+          co_return;
+        }
+        continue;
+      }
       co_await wake_->wait();
       continue;
     }

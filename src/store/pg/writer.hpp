@@ -87,6 +87,9 @@ class Writer {
   std::shared_ptr<util::Wakeup> wake_;
   std::mutex mutex_;
   std::deque<PendingWrite> queued_;
+  /// The coroutine ended (stopping, nothing queued): later writes fail at
+  /// once instead of waiting for a commit that never comes.
+  bool closed_ = false;
   Counters counters_;
 };
 
