@@ -106,7 +106,18 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
     release.admitted = true;
   }
   co_await ensure_loaded(input.cwd, store::OpenMode::create);
-  co_await begin_turn_in_log(sink, input.owner);
+  std::exception_ptr begin_failure;
+  try {
+    co_await begin_turn_in_log(sink, input.owner);
+  } catch (...) {
+    begin_failure = std::current_exception();
+  }
+  if (begin_failure) {
+    // A shared store may hold the lease by now (the catch-up failed after
+    // it): give it back, or it would be renewed for as long as the log lives.
+    co_await log_->finish_turn();
+    std::rethrow_exception(begin_failure);
+  }
   PromptOutcome outcome;
   std::exception_ptr failure;
   try {

@@ -78,6 +78,9 @@ CREATE TABLE IF NOT EXISTS harnessd_events (
 // the columns version 1 had. A version-1 database is converted in place,
 // each old event a batch of one.
 constexpr std::string_view schema_v2 = R"sql(
+-- A node of version 1 still running must not commit events between the copy
+-- and the drop: its writes wait here, then fail (all nodes upgrade together).
+LOCK TABLE harnessd_sessions, harnessd_events IN EXCLUSIVE MODE;
 CREATE TABLE harnessd_event_batches (
   session_id text   NOT NULL,
   first_seq  bigint NOT NULL,
@@ -106,7 +109,7 @@ END $$;
 constexpr std::string_view read_after_sql = R"sql(
 SELECT first_seq, events FROM harnessd_event_batches
 WHERE session_id = $1 AND first_seq >= coalesce(
-  (SELECT max(first_seq) FROM harnessd_event_batches WHERE session_id = $1 AND first_seq <= $2::bigint + 1), 0)
+  (SELECT max(first_seq) FROM harnessd_event_batches WHERE session_id = $1 AND first_seq - 1 <= $2::bigint), 0)
 ORDER BY first_seq
 )sql";
 
@@ -122,7 +125,7 @@ SELECT first_seq, events, more FROM (
          lead(first_seq) OVER w IS NOT NULL AS more
   FROM harnessd_event_batches
   WHERE session_id = $1 AND first_seq >= coalesce(
-    (SELECT max(first_seq) FROM harnessd_event_batches WHERE session_id = $1 AND first_seq <= $2::bigint + 1), 0)
+    (SELECT max(first_seq) FROM harnessd_event_batches WHERE session_id = $1 AND first_seq - 1 <= $2::bigint), 0)
   WINDOW w AS (ORDER BY first_seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
   ORDER BY first_seq LIMIT $3::bigint + 1) page
 WHERE bytes - size < $4::bigint
@@ -159,7 +162,7 @@ struct PostgresStore::State {
                                         options.pool_size > 2 ? options.pool_size - 2 : 1, report_health())),
         writer(executor, options.url, options.lease_ttl, options.node_id, stopping, report_health()),
         listener(executor, options.url, options.lease_ttl, stopping, report_health()),
-        leases(pool, options.node_id, options.lease_ttl),
+        leases(pool, options.node_id, options.lease_ttl, stopping),
         lease_rounds(executor, pool, options.node_id, options.lease_ttl, stopping) {}
 
   void set_health(std::string status) {
@@ -273,6 +276,8 @@ class PostgresLog final : public SessionLog {
     }
     state_->leases_taken.fetch_add(1);
     epoch_ = taken->epoch;
+    leased_ = true;  // from here on the caller's finish_turn gives it back, also when this throws
+    if (renewal_) renewal_->stop();
     // The renewal keeps the state alive while it runs, as a log does.
     renewal_ = pg::Renewal::start(state_->executor, std::shared_ptr<pg::Leases>(state_, &state_->leases), id_, epoch_);
 
@@ -295,6 +300,8 @@ class PostgresLog final : public SessionLog {
       renewal_->stop();
       renewal_.reset();
     }
+    if (!leased_) co_return;  // begin_turn was refused, or failed before the lease
+    leased_ = false;
     try {
       co_await state_->lease_rounds.release(id_, epoch_);
     } catch (const std::system_error& e) {
@@ -330,6 +337,7 @@ class PostgresLog final : public SessionLog {
   std::vector<json::object> loaded_;
   std::int64_t known_seq_;  ///< the last seq this node has of the session
   std::int64_t epoch_ = 0;  ///< the lease this node's writes are made under
+  bool leased_ = false;     ///< begin_turn took the lease and finish_turn has not given it back
   bool stale_ = false;
   asio::any_io_executor executor_;
   std::shared_ptr<util::Wakeup> wake_;
@@ -366,6 +374,9 @@ void PostgresStore::migrate_now() {
     }
     return r;
   };
+  // "relation ... already exists, skipping" on every start is no news: libpq
+  // would print it to stderr.
+  exec("SET client_min_messages = warning");
   // Nodes starting together migrate one after the other.
   exec(migration_lock);
   try {

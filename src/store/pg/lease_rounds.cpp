@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -111,6 +112,9 @@ asio::awaitable<void> LeaseRounds::run() {
         queued_.pop_front();
       }
     }
+    // Rows are locked in id order, so that two nodes' rounds over the same
+    // sessions never deadlock (a session's own requests keep their order).
+    std::stable_sort(round.begin(), round.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
     if (round.empty()) {
       if (stopping_.load()) {
         std::lock_guard lock(mutex_);
@@ -159,6 +163,10 @@ asio::awaitable<void> LeaseRounds::run() {
       }
     } catch (const std::system_error& e) {
       failed = reason_of(e);
+    } catch (const std::exception& e) {
+      // Whatever else fails a round fails its requests: the coroutine must
+      // live on, or every later caller would wait forever.
+      failed = std::string("taking or giving back session leases: ") + e.what();
     }
     rounds_.fetch_add(1, std::memory_order_relaxed);
     for (const auto& r : round) {

@@ -26,8 +26,9 @@ WHERE id = $1 AND lease_epoch = $2::bigint AND lease_owner = $3
 
 }  // namespace
 
-Leases::Leases(std::shared_ptr<Pool> pool, std::string node_id, std::chrono::milliseconds ttl)
-    : pool_(std::move(pool)), node_id_(std::move(node_id)), ttl_(ttl) {}
+Leases::Leases(std::shared_ptr<Pool> pool, std::string node_id, std::chrono::milliseconds ttl,
+               const std::atomic<bool>& stopping)
+    : pool_(std::move(pool)), node_id_(std::move(node_id)), ttl_(ttl), stopping_(stopping) {}
 
 Renewal::Renewal(const asio::any_io_executor& executor) : strand_(asio::make_strand(executor)), timer_(strand_) {}
 
@@ -53,7 +54,9 @@ asio::awaitable<void> Renewal::renew(std::shared_ptr<Leases> leases, std::shared
     renewal->timer_.expires_after(period);
     boost::system::error_code ec;
     co_await renewal->timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (renewal->stopped_) co_return;
+    // A store that stops ends its renewals too: nothing may keep the event
+    // loop alive after the last connection closed.
+    if (renewal->stopped_ || leases->stopping_.load()) co_return;
     try {
       auto conn = co_await leases->pool_->acquire();
       const Statement statement{renew_lease_sql, {id, num(epoch), leases->node_id_, ttl}};

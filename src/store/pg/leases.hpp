@@ -22,8 +22,10 @@ namespace harnessd::store::pg {
 /// What renewals share: how they renew, and what they found.
 class Leases {
  public:
-  /// Renews as `node_id` for `ttl`, on connections of `pool`.
-  Leases(std::shared_ptr<Pool> pool, std::string node_id, std::chrono::milliseconds ttl);
+  /// Renews as `node_id` for `ttl`, on connections of `pool`; renewals end
+  /// at their next period once `stopping` is set.
+  Leases(std::shared_ptr<Pool> pool, std::string node_id, std::chrono::milliseconds ttl,
+         const std::atomic<bool>& stopping);
 
   std::uint64_t lost() const noexcept { return lost_.load(); }
 
@@ -32,6 +34,7 @@ class Leases {
   std::shared_ptr<Pool> pool_;
   std::string node_id_;
   std::chrono::milliseconds ttl_;
+  const std::atomic<bool>& stopping_;
   std::atomic<std::uint64_t> lost_{0};  ///< leases found taken over while renewing
 };
 

@@ -165,6 +165,10 @@ asio::awaitable<void> Writer::run() {
       }
     } catch (const std::system_error& e) {
       broken = reason_of(e);
+    } catch (const std::exception& e) {
+      // The writer must live on whatever fails, or every later write would
+      // wait forever: the group fails, the next one gets a new connection.
+      broken = std::string("writing to PostgreSQL: ") + e.what();
     }
     if (retried) counters_.commit_failures.fetch_add(1);
     if (!broken.empty()) {
