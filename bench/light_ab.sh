@@ -10,7 +10,8 @@
 #   bench/light_ab.sh /tmp/base/build build memory 100 2 50
 #
 # A build dir must hold harnessd and harness-bench (cmake --preset ci builds
-# both in build/). STORE: memory (default) or jsonl.
+# both in build/). STORE: memory (default), jsonl, or postgres with PG_URL
+# set (bench/pg_for_bench.py starts one).
 set -euo pipefail
 OLD=${1:?usage: light_ab.sh OLD_BUILD NEW_BUILD [STORE] [HEAVY] [ROUNDS] [LIGHT]}
 NEW=${2:?usage: light_ab.sh OLD_BUILD NEW_BUILD [STORE] [HEAVY] [ROUNDS] [LIGHT]}
@@ -24,6 +25,7 @@ run() {
   rm -rf "$out" && mkdir -p "$out"
   local store=(--store memory)
   [[ $STORE == jsonl ]] && store=(--session-root "$out/sessions")
+  [[ $STORE == postgres ]] && store=(--store postgres --postgres-url "${PG_URL:?STORE postgres needs PG_URL}")
   taskset -c 0 "$build/harnessd" --listen tcp://127.0.0.1:0 --ready-file "$out/ready" --threads 1 "${store[@]}" \
     2>"$out/harnessd.log" &
   local server=$!

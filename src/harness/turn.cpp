@@ -40,6 +40,10 @@ constexpr std::size_t batch_max_bytes = 64 * 1024;
 // waits) runs in slices of the BulkLane; a slice that has run this long
 // yields at its next flush and takes its place in line again.
 constexpr std::chrono::microseconds slice_budget{500};
+// On a store that commits on its own time every flush waits for a commit:
+// its batches may hold this many times more events (never more bytes), so
+// that a turn of short chunks makes one write and one commit wait.
+constexpr std::size_t async_commit_batch_scale = 4;
 
 // What an event adds around its data: {"type":"...","seq":N,"time":T,"data":...}.
 constexpr std::size_t event_overhead = 96;
@@ -71,7 +75,8 @@ class TurnRun final : public llm::ChunkSink {
  public:
   TurnRun(Session& session, PromptInput& input, EventSink& sink, llm::CancelScope& cancel)
       : session_(session), input_(input), sink_(sink), cancel_(cancel),
-        turn_(session.allocate_turn()) {}
+        turn_(session.allocate_turn()), commits_async_(session.log_commits_async()),
+        batch_scale_(commits_async_ ? async_commit_batch_scale : 1) {}
 
   asio::awaitable<PromptOutcome> run() {
     TurnStats& stats = session_.registry().stats();
@@ -119,7 +124,7 @@ class TurnRun final : public llm::ChunkSink {
     session_.append_serialized_event(block_, assistant_chunk, data);
     std::visit(Fold{*this}, std::move(chunk));
     end_event(start);
-    if (full()) co_await flush();
+    co_await flush_if_full();
   }
 
   asio::awaitable<void> flush() override {
@@ -130,7 +135,7 @@ class TurnRun final : public llm::ChunkSink {
     for (const auto& [offset, size] : spans_) views_.emplace_back(block_.data() + offset, size);
     session_.write_events(views_);
     // A shared store: nobody sees an event before its commit.
-    if (session_.log_commits_async()) co_await session_.commit_log();
+    if (commits_async_) co_await session_.commit_log();
     const std::size_t count = spans_.size();
     spans_.clear();
     const std::size_t size = block_.size();
@@ -186,7 +191,9 @@ class TurnRun final : public llm::ChunkSink {
     block_ += envelope_.after;
     block_ += '\n';
   }
-  bool full() const { return spans_.size() >= batch_max_events || block_.size() >= batch_max_bytes; }
+  bool full() const {
+    return spans_.size() >= batch_max_events * batch_scale_ || block_.size() >= batch_max_bytes;
+  }
 
   protocol::TurnEndReason aborted() const {
     return protocol::TurnEndReason::aborted(cancel_.reason().empty() ? "cancelled"
@@ -249,7 +256,10 @@ class TurnRun final : public llm::ChunkSink {
         if (cancel_.cancelled()) co_return aborted();
       }
       add(protocol::StepEvent::start(turn_, step_));
-      co_await flush();  // the client sees the step begin before the model answers
+      // The provider flushes before it waits for the model, so the client
+      // sees the step begin before the model answers; a model that answers
+      // at once shares the step's first write (and commit) with its chunks.
+      co_await flush_if_full();
       llm::ModelResult result;
       try {
         result = co_await input_.provider->stream(request, *this, cancel_);
@@ -903,6 +913,10 @@ class TurnRun final : public llm::ChunkSink {
   std::string block_;                                      ///< the batch as the sink takes it
   std::vector<std::pair<std::size_t, std::size_t>> spans_;  ///< each event's place in block_
   std::vector<std::string_view> views_;                     ///< spans_ as the log takes them
+  /// A shared store shows nobody an event before its commit: a flush there
+  /// is a commit wait, so its batches hold more events (batch_scale_).
+  const bool commits_async_;
+  const std::size_t batch_scale_;
   std::string chunk_json_;                                  ///< reused for each chunk's data
   std::chrono::steady_clock::time_point slice_started_ = std::chrono::steady_clock::now();
   std::int64_t decisions_ = 0;  ///< approvals and questions asked so far: their ids

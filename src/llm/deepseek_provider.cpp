@@ -381,6 +381,8 @@ asio::awaitable<ModelResult> DeepSeekProvider::stream(const ModelRequest& reques
   ModelRequest effective = request;
   if (effective.model.empty()) effective.model = config_.default_model;
   const std::string body = json::serialize(openai::build_request_body(effective));
+  // Connecting and the model's first byte are waits: what the turn holds goes out first.
+  co_await sink.flush();
 
   ModelResult last;
   for (int attempt_number = 1; attempt_number <= config_.max_attempts; ++attempt_number) {

@@ -335,6 +335,27 @@ def test_deltas_stream_incrementally(spawn, mock):
                           "deltas are not forwarded as the model streams them")
 
 
+def test_step_start_reaches_the_client_before_the_model_answers(spawn, mock):
+    """While the model has not answered (here 700 ms before its response headers), the client
+    already holds turn/start and step/start: a UI shows that the turn is running."""
+    m = mock([{"text": "late answer", "header_delay_ms": 700}])
+    d = ds_daemon(spawn, m, args=["--model-attempts", "1"])
+    c = ds_conn(d)
+    start = len(c.frames)
+    rid = c.prompt("late", "answer late")
+    idx, resp = c.response_index(rid, timeout=8)
+    assert result_of(resp) == OK, resp
+    frames = c.frames[start:idx]
+
+    def first(kind):
+        return next(f for f in frames if is_notification(f.obj, "session.event")
+                    and f.obj["params"]["event"]["type"] == kind)
+    step_start, chunk = first("step/start"), first("assistant/chunk")
+    assert chunk.at - step_start.at > 0.4, (
+        f"step/start reached the client {chunk.at - step_start.at:.3f}s before the model's first chunk; "
+        "it was held back while the model was silent")
+
+
 # ---------------------------------------------------------------------------
 # tool calls and subagents
 
