@@ -20,6 +20,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <map>
 
@@ -133,9 +134,16 @@ class TurnRun final : public llm::ChunkSink {
     // events out of the very block the client is sent.
     views_.clear();
     for (const auto& [offset, size] : spans_) views_.emplace_back(block_.data() + offset, size);
-    session_.write_events(views_);
-    // A shared store: nobody sees an event before its commit.
-    if (commits_async_) co_await session_.commit_log();
+    try {
+      session_.write_events(views_);
+      // A shared store: nobody sees an event before its commit.
+      if (commits_async_) co_await session_.commit_log();
+    } catch (...) {
+      // Thrown through the provider too (it flushes before it waits): the
+      // turn ends with the store's error, not as a failed model call.
+      log_failure_ = std::current_exception();
+      throw;
+    }
     const std::size_t count = spans_.size();
     spans_.clear();
     const std::size_t size = block_.size();
@@ -266,6 +274,7 @@ class TurnRun final : public llm::ChunkSink {
       } catch (const TurnTooLarge&) {
         // too_large_ is set: handled below.
       } catch (const std::exception& e) {
+        if (log_failure_) std::rethrow_exception(log_failure_);
         result = llm::error_result(e.what(), llm::errc::provider);
       }
       if (usage_) reported_tokens_ = reported_context(*usage_);
@@ -930,6 +939,7 @@ class TurnRun final : public llm::ChunkSink {
   bool prompt_built_ = false;
   std::size_t turn_bytes_ = 0;  ///< of every event made so far (envelopes not counted)
   bool too_large_ = false;      ///< past --max-turn-bytes: the turn ends TURN_TOO_LARGE
+  std::exception_ptr log_failure_;  ///< a flush's write or commit failed: the turn ends with it
 };
 
 }  // namespace
