@@ -3,6 +3,7 @@
 #include "config_file.hpp"
 #include "daemon.hpp"
 #include "daemon_config.hpp"
+#include "heap_tuning.hpp"
 #include "tools/sandbox.hpp"
 #include "util/version.hpp"
 
@@ -13,6 +14,7 @@
 using namespace harnessd;
 
 int main(int argc, char** argv) {
+  tune_heap();
   DaemonConfig config;
   CLI::App app{
       "harnessd: serves LLM agent sessions over directional JSON-RPC 2.0.\n"
