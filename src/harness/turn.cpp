@@ -42,9 +42,9 @@ constexpr std::size_t batch_max_bytes = 64 * 1024;
 // yields at its next flush and takes its place in line again.
 constexpr std::chrono::microseconds slice_budget{500};
 // On a store that commits on its own time every flush waits for a commit:
-// its batches may hold this many times more events (never more bytes), so
-// that a turn of short chunks makes one write and one commit wait.
-constexpr std::size_t async_commit_batch_scale = 4;
+// its batches hold more events (never more bytes), so that a turn of short
+// chunks makes one write and one commit wait.
+constexpr std::size_t async_commit_batch_max_events = 4 * batch_max_events;
 
 // What an event adds around its data: {"type":"...","seq":N,"time":T,"data":...}.
 constexpr std::size_t event_overhead = 96;
@@ -77,7 +77,7 @@ class TurnRun final : public llm::ChunkSink {
   TurnRun(Session& session, PromptInput& input, EventSink& sink, llm::CancelScope& cancel)
       : session_(session), input_(input), sink_(sink), cancel_(cancel),
         turn_(session.allocate_turn()), commits_async_(session.log_commits_async()),
-        batch_scale_(commits_async_ ? async_commit_batch_scale : 1) {}
+        max_batch_events_(commits_async_ ? async_commit_batch_max_events : batch_max_events) {}
 
   asio::awaitable<PromptOutcome> run() {
     TurnStats& stats = session_.registry().stats();
@@ -199,9 +199,7 @@ class TurnRun final : public llm::ChunkSink {
     block_ += envelope_.after;
     block_ += '\n';
   }
-  bool full() const {
-    return spans_.size() >= batch_max_events * batch_scale_ || block_.size() >= batch_max_bytes;
-  }
+  bool full() const { return spans_.size() >= max_batch_events_ || block_.size() >= batch_max_bytes; }
 
   protocol::TurnEndReason aborted() const {
     return protocol::TurnEndReason::aborted(cancel_.reason().empty() ? "cancelled"
@@ -923,9 +921,9 @@ class TurnRun final : public llm::ChunkSink {
   std::vector<std::pair<std::size_t, std::size_t>> spans_;  ///< each event's place in block_
   std::vector<std::string_view> views_;                     ///< spans_ as the log takes them
   /// A shared store shows nobody an event before its commit: a flush there
-  /// is a commit wait, so its batches hold more events (batch_scale_).
+  /// is a commit wait, so its batches hold more events.
   const bool commits_async_;
-  const std::size_t batch_scale_;
+  const std::size_t max_batch_events_;
   std::string chunk_json_;                                  ///< reused for each chunk's data
   std::chrono::steady_clock::time_point slice_started_ = std::chrono::steady_clock::now();
   std::int64_t decisions_ = 0;  ///< approvals and questions asked so far: their ids
