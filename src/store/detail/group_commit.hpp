@@ -13,6 +13,7 @@
 #include "log_file.hpp"
 #include "store/event_store.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
@@ -51,6 +52,7 @@ class GroupCommit {
   struct Wake;
   void run();
   void sync_round(std::vector<std::shared_ptr<Request>>& round);
+  static void release(const std::shared_ptr<Wake>& wake, const boost::asio::any_io_executor& executor);
 
   const int root_fd_;
   const SyncMode mode_;
