@@ -176,10 +176,11 @@ void GroupCommit::sync_round(std::vector<std::shared_ptr<Request>>& round) {
     }
     post = !std::exchange(wake_->releasing, true);
   }
-  if (post) {
-    asio::post(round.front()->executor,
-               [wake = wake_, executor = round.front()->executor] { release(wake, executor); });
-  }
+  const asio::any_io_executor executor = round.front()->executor;
+  // The files are let go before any turn is woken: a woken turn may close
+  // its log at once and expect it closed.
+  round.clear();
+  if (post) asio::post(executor, [wake = wake_, executor] { release(wake, executor); });
 }
 
 // A round ends with every turn in it synced at once: a hundred turns that
