@@ -20,7 +20,7 @@ done
 # lowest CPU priority while the suites before it run: the suites spend much
 # of their time waiting on sockets and timers, and a nice-19 compile takes
 # the cores mostly when they leave them idle. On 2 cores a cold TSan build
-# finished inside the ASan suites' 7 minutes, which it slowed by about 10 %.
+# finished inside the 7 minutes of the ASan suites it ran beside.
 background_build=
 start_sanitized_build() {  # PRESET: configures and builds it at nice 19; log in build/PRESET-build.log
   build_start=$(date +%s)
