@@ -190,8 +190,8 @@ void GroupCommit::sync_round(std::vector<std::shared_ptr<Request>>& round) {
 // for all of them. So they are woken one per pass of the event loop: this
 // handler wakes one and queues itself again behind it. Beside 100 busy
 // sessions on one core, a light session's first notification went from a
-// p99 of 6-9 ms to 2-5 ms (bench/ANALYSIS.md); the busy ones lost nothing
-// measurable, since a pass is short when little else waits.
+// p99 of 6-9 ms to 2-5 ms (bench/ANALYSIS.md); the busy ones kept their
+// throughput, since a pass is short when little else waits.
 void GroupCommit::release(const std::shared_ptr<Wake>& wake, const asio::any_io_executor& executor) {
   std::shared_ptr<util::Wakeup> next;
   bool more = false;
