@@ -3,6 +3,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/json/serialize.hpp>
 #include <doctest/doctest.h>
@@ -205,6 +206,30 @@ TEST_CASE("many sessions' turn ends share sync rounds, and every append is on di
   logs.clear();
   CHECK(store.open_logs() == 0);
   CHECK(read_all(dir.path / "g7.jsonl").find("turn/end") != std::string::npos);
+}
+
+TEST_CASE("a sync round wakes its turns one per pass: other handlers run between them") {
+  TempDir dir;
+  boost::asio::io_context io;  // outlives the store (EventStore::stop)
+  JsonlStore store(dir.path);
+  constexpr int sessions = 50;
+  std::vector<std::unique_ptr<SessionLog>> logs;
+  for (int i = 0; i < sessions; ++i) logs.push_back(store.open_now(header_for(std::string("w").append(std::to_string(i)))));
+  int synced = 0;
+  int synced_when_other_ran = -1;
+  for (auto& log : logs) {
+    append_one(*log, R"({"type":"turn/end","seq":0})");
+    boost::asio::co_spawn(io, log->end_turn(), [&](std::exception_ptr e) {
+      CHECK(!e);
+      // Queued by the first woken turn: woken all at once, the other turns
+      // of its round would all run before this.
+      if (++synced == 1) boost::asio::post(io, [&] { synced_when_other_ran = synced; });
+    });
+  }
+  io.run();
+  CHECK(synced == sessions);
+  CHECK(synced_when_other_ran >= 1);
+  CHECK(synced_when_other_ran <= 3);
 }
 
 TEST_CASE("open() runs on the disk pool and resumes on the caller's executor") {
