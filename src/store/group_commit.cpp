@@ -145,7 +145,6 @@ void GroupCommit::run() {
     }
     last_end = std::chrono::steady_clock::now();
     last_took = std::min<std::chrono::steady_clock::duration>(last_end - began, max_gather);
-    round.clear();
     lock.lock();
     if (stopping && queue_.empty()) return;
   }

@@ -52,6 +52,7 @@ class GroupCommit {
   struct Request;
   struct Wake;
   void run();
+  /// Syncs the round's files and queues its turns' wake-ups; leaves `round` empty.
   void sync_round(std::vector<std::shared_ptr<Request>>& round);
   static void release(const std::shared_ptr<Wake>& wake, const boost::asio::any_io_executor& executor);
 
