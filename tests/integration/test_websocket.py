@@ -532,8 +532,12 @@ def test_metrics_format_and_counters(spawn):
     n_notes = len([f for f in c.frames if is_notification(f.obj)])
     assert n_notes >= len(events) > 0
 
+    # A write is counted when it completes, which can be after the client
+    # has read the bytes: wait for the counters rather than race them.
     def moved(m1: Metrics) -> bool:
-        return m1.get("harnessd_turns_active") == 0 and m1.get("harnessd_turn_duration_seconds_count") >= 1
+        return (m1.get("harnessd_turns_active") == 0 and m1.get("harnessd_turn_duration_seconds_count") >= 1
+                and m1.get("harnessd_frames_written_total") - m0.get("harnessd_frames_written_total")
+                >= len(events) + 1)
 
     deadline = time.monotonic() + 2
     while not moved(m1 := metrics(d)) and time.monotonic() < deadline:
