@@ -16,6 +16,8 @@ set -euo pipefail
 OLD=${1:?usage: light_ab.sh OLD_BUILD NEW_BUILD [STORE] [HEAVY] [ROUNDS] [LIGHT]}
 NEW=${2:?usage: light_ab.sh OLD_BUILD NEW_BUILD [STORE] [HEAVY] [ROUNDS] [LIGHT]}
 STORE=${3:-memory} HEAVY=${4:-100} ROUNDS=${5:-2} LIGHT=${6:-50}
+# Seconds of light prompts per run: LIGHT_SECONDS=20 gives 1,000 samples.
+LIGHT_SECONDS=${LIGHT_SECONDS:-4}
 WORK=$(mktemp -d /tmp/light-ab.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 ulimit -n 65536 2>/dev/null || true
@@ -33,11 +35,11 @@ run() {
   local url
   url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["listen"][0])' "$out/ready")
   taskset -c 1 "$build/harness-bench" --connect "$url" --server-pid "$server" -N "$HEAVY" -K 10 -S 64 \
-    --duration 5 --warmup 1 --drain-timeout 60 >"$out/heavy.txt" 2>&1 &
+    --duration "$((LIGHT_SECONDS + 2))" --warmup 1 --drain-timeout 60 >"$out/heavy.txt" 2>&1 &
   local heavy=$!
   sleep 1.5
-  taskset -c 1 "$build/harness-bench" --connect "$url" -N 1 -M "$LIGHT" -K 10 -S 64 --rate 50 --duration 4 \
-    --warmup 0.3 >"$out/light.txt" 2>&1 || true
+  taskset -c 1 "$build/harness-bench" --connect "$url" -N 1 -M "$LIGHT" -K 10 -S 64 --rate 50 --duration "$LIGHT_SECONDS" \
+    --warmup 1 >"$out/light.txt" 2>&1 || true
   wait "$heavy" || true
   kill "$server" && wait "$server" 2>/dev/null || true
   python3 - "$out" "$label" <<'PY'

@@ -42,7 +42,8 @@ std::int64_t steady_ns() {
 }  // namespace
 
 struct BulkLane::State {
-  explicit State(std::size_t slots) : slots(std::max<std::size_t>(1, slots)) {}
+  State(std::size_t slots, std::chrono::nanoseconds pass_after)
+      : slots(std::max<std::size_t>(1, slots)), pass_after_ns(pass_after.count()) {}
 
   /// A flow's use of the thread, decayed to `now_ns`.
   static double usage_at(const BulkLane::Flow& flow, std::int64_t now_ns) {
@@ -82,6 +83,19 @@ struct BulkLane::State {
     --busy;
     grant_locked();
   }
+  /// Whether `flow` skips the line: it has had no slice for pass_after.
+  /// The skip counts as its slice, so the flow's next enter() waits. Its
+  /// time is not charged: the flow's usage has all but decayed by now, and
+  /// the slice is as short as any other of its turn.
+  bool pass_idle(BulkLane::Flow& flow) {
+    const std::int64_t now = steady_ns();
+    std::lock_guard lock(mutex);
+    // A flow that never had a slice (at_ns 0) has been idle since boot.
+    if (now - flow.at_ns < pass_after_ns) return false;
+    flow.usage_ns = usage_at(flow, now);
+    flow.at_ns = now;
+    return true;
+  }
   void leave(Waiter& waiter) {
     std::lock_guard lock(mutex);
     if (!waiter.queued) return;
@@ -96,6 +110,7 @@ struct BulkLane::State {
   static constexpr double usage_floor_ns = 1e3;
 
   const std::size_t slots;
+  const std::int64_t pass_after_ns;
   mutable std::mutex mutex;
   std::size_t busy = 0;
   std::uint64_t arrivals = 0;
@@ -139,11 +154,13 @@ struct Join {
 
 }  // namespace
 
-BulkLane::BulkLane(std::size_t slots) : state_(std::make_shared<State>(slots)) {}
+BulkLane::BulkLane(std::size_t slots, std::chrono::nanoseconds pass_after)
+    : state_(std::make_shared<State>(slots, pass_after)) {}
 
 BulkLane::~BulkLane() = default;
 
 asio::awaitable<void> BulkLane::enter(std::shared_ptr<Flow> flow) {
+  if (state_->pass_idle(*flow)) co_return;
   Waiter waiter(co_await asio::this_coro::executor, std::move(flow));
   // Holds the state: the frame may be freed after the lane (see state_).
   struct Leave {

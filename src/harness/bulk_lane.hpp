@@ -17,10 +17,19 @@
 // little lately goes ahead of those that use the thread all the time;
 // among those, the earlier waiter goes first, and none waits for ever: a
 // place is fixed on arrival, and later arrivals' places grow with time.
+//
+// A session back after a pause (`pass_after`, half a second by default)
+// skips the line once: its first slice runs at once, without the pass of
+// the event loop a grant costs. That pass is a whole round of every busy
+// session's handlers; a light session's prompt otherwise waits for two of
+// them here, one for the slice granted before it and one for its own. A
+// busy session is never idle that long, so it cannot skip, and the skip
+// is one slice: the turn's next enter() waits in line as any other.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,18 +42,22 @@ class BulkLane {
   /// One session's account in the lane. Guarded by the lane.
   struct Flow {
     double usage_ns = 0;     ///< slice time used, decayed to at_ns
-    std::int64_t at_ns = 0;  ///< steady clock
+    std::int64_t at_ns = 0;  ///< steady clock; when the flow last had a slice (0: never)
   };
 
-  /// `slots`: slices at once, one per I/O thread.
-  explicit BulkLane(std::size_t slots);
+  static constexpr std::chrono::nanoseconds default_pass_after{500'000'000};
+
+  /// `slots`: slices at once, one per I/O thread. A flow without a slice
+  /// for `pass_after` skips the line once (nanoseconds::max(): never).
+  explicit BulkLane(std::size_t slots, std::chrono::nanoseconds pass_after = default_pass_after);
   ~BulkLane();
   BulkLane(const BulkLane&) = delete;
   BulkLane& operator=(const BulkLane&) = delete;
 
   /// Waits in line for a slot; returns on the caller's executor holding it
-  /// until the caller next suspends. Always suspends once. The slice is
-  /// charged to `flow`.
+  /// until the caller next suspends. Suspends once, unless `flow` has had
+  /// no slice for `pass_after`: then it returns at once. A slice from the
+  /// line is charged to `flow`.
   boost::asio::awaitable<void> enter(std::shared_ptr<Flow> flow);
 
   /// Coroutines waiting in line.

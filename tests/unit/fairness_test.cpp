@@ -26,6 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A lane where no session skips the line, whatever its pauses.
+constexpr auto no_skip = std::chrono::nanoseconds::max();
+
 void busy_for(std::chrono::microseconds time) {
   const auto until = std::chrono::steady_clock::now() + time;
   while (std::chrono::steady_clock::now() < until) {
@@ -108,7 +111,7 @@ TEST_CASE("a Wakeup notified before the wait, from another thread, is not lost")
 
 TEST_CASE("the bulk lane lets a handler through ahead of a long line of bulk") {
   asio::io_context io;
-  harness::BulkLane lane(1);
+  harness::BulkLane lane(1, no_skip);
   std::vector<std::string> log;
   spawn_bulk(io, lane, 50, 4, std::chrono::microseconds(0), log, "bulk");
   io.poll_one();
@@ -123,7 +126,7 @@ TEST_CASE("the bulk lane lets a handler through ahead of a long line of bulk") {
 
 TEST_CASE("the bulk lane serves a session that used little before those that use it all the time") {
   asio::io_context io;
-  harness::BulkLane lane(1);
+  harness::BulkLane lane(1, no_skip);
   std::vector<std::string> log;
   spawn_bulk(io, lane, 8, 20, std::chrono::microseconds(200), log, "heavy");
   // Let the heavy ones run a while, then a new session asks for one slice.
@@ -137,9 +140,56 @@ TEST_CASE("the bulk lane serves a session that used little before those that use
   CHECK(index_of(log, "light") <= asked_at + 2);
 }
 
+TEST_CASE("a session back after a pause skips the bulk lane's line once") {
+  asio::io_context io;
+  harness::BulkLane lane(1, std::chrono::milliseconds(50));
+  std::vector<std::string> log;
+  spawn_bulk(io, lane, 8, 40, std::chrono::microseconds(100), log, "heavy");
+  while (log.size() < 40) io.run_one();
+
+  // Slices of others logged while each of its enter() calls waited.
+  struct Light {
+    static asio::awaitable<void> run(harness::BulkLane& lane, std::shared_ptr<harness::BulkLane::Flow> flow,
+                                     std::vector<std::string>& log, std::vector<std::size_t>& waited) {
+      for (int i = 0; i < 2; ++i) {
+        const std::size_t before = log.size();
+        co_await lane.enter(flow);
+        waited.push_back(log.size() - before);
+        log.emplace_back("light");
+      }
+    }
+  };
+  const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  auto paused = std::make_shared<harness::BulkLane::Flow>();
+  paused->at_ns = now_ns - 1'000'000'000;  // its last slice, a second ago
+  auto busy = std::make_shared<harness::BulkLane::Flow>();
+  busy->at_ns = now_ns;  // a slice just now
+  std::vector<std::size_t> paused_waited, new_waited, busy_waited;
+  asio::co_spawn(asio::make_strand(io), Light::run(lane, paused, log, paused_waited), asio::detached);
+  asio::co_spawn(asio::make_strand(io), Light::run(lane, std::make_shared<harness::BulkLane::Flow>(), log, new_waited),
+                 asio::detached);
+  asio::co_spawn(asio::make_strand(io), Light::run(lane, busy, log, busy_waited), asio::detached);
+  io.run();
+
+  // The first slice of a paused or a new session ran without a wait; the
+  // second waited behind the slice granted before it. A session with a
+  // recent slice waits from the first.
+  REQUIRE(paused_waited.size() == 2);
+  REQUIRE(new_waited.size() == 2);
+  REQUIRE(busy_waited.size() == 2);
+  CHECK(paused_waited[0] == 0);
+  CHECK(new_waited[0] == 0);
+  CHECK(paused_waited[1] >= 1);
+  CHECK(new_waited[1] >= 1);
+  CHECK(busy_waited[0] >= 1);
+  CHECK(lane.waiting() == 0);
+}
+
 TEST_CASE("the bulk lane runs at most its slots' slices at once, across threads") {
   asio::io_context io;
-  harness::BulkLane lane(2);
+  harness::BulkLane lane(2, no_skip);
   std::atomic<int> inside{0};
   std::atomic<int> most{0};
   std::atomic<int> done{0};
@@ -169,7 +219,7 @@ TEST_CASE("the bulk lane runs at most its slots' slices at once, across threads"
 }
 
 TEST_CASE("coroutines still in the bulk lane when the event loop goes are freed") {
-  auto lane = std::make_unique<harness::BulkLane>(1);
+  auto lane = std::make_unique<harness::BulkLane>(1, no_skip);
   std::vector<std::string> log;
   {
     asio::io_context io;
