@@ -294,13 +294,15 @@ light_cell() {
     --json "$OUT/$name-background.json" >"$OUT/$name-background.txt" 2>&1 &
   local background=$!
   sleep 1.5
-  # At least 6 s: 300 prompts, so that the p99 is not the second-worst of 150.
+  # At least 12 s: 600 prompts, so that the p99 is not decided by the one
+  # or two worst prompts (one build, beside 100 on jsonl: 2.0–9.7 ms over 200
+  # prompts, 1.6–2.8 ms over 1,000; bench/light_ab.sh).
   bench "$name" --connect "$TCP_URL" -N 1 -M "$sessions" -K 10 -S 64 --rate 50 \
     --duration "$LIGHT_DURATION" --warmup "$WARMUP" --label "light beside $heavy heavy ($server)"
   wait "$background" || true
   cleanup
 }
-LIGHT_DURATION=$(python3 -c "print(max(6.0, float('$DURATION')))")
+LIGHT_DURATION=$(python3 -c "print(max(12.0, float('$DURATION')))")
 [[ $QUICK == 1 ]] && LIGHT_DURATION=$DURATION
 log "light sessions beside 100 and 1,000 sessions running K=10 turns, on each store"
 light_cell harnessd 100 light-memory-100
