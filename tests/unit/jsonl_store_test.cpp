@@ -185,22 +185,31 @@ TEST_CASE("a file whose header names another id is refused") {
   }
 }
 
+/// Opens `sessions` logs named PREFIX0, PREFIX1, ..., appends a turn/end to
+/// each and starts its end_turn() on `io`; `on_synced` runs as each returns.
+template <class OnSynced>
+std::vector<std::unique_ptr<SessionLog>> end_turns(JsonlStore& store, boost::asio::io_context& io, int sessions,
+                                                   const std::string& prefix, OnSynced on_synced) {
+  std::vector<std::unique_ptr<SessionLog>> logs;
+  for (int i = 0; i < sessions; ++i) logs.push_back(store.open_now(header_for(prefix + std::to_string(i))));
+  for (auto& log : logs) {
+    append_one(*log, R"({"type":"turn/end","seq":0})");
+    boost::asio::co_spawn(io, log->end_turn(), [on_synced](std::exception_ptr e) {
+      CHECK(!e);
+      on_synced();
+    });
+  }
+  return logs;
+}
+
 TEST_CASE("many sessions' turn ends share sync rounds, and every append is on disk after end_turn") {
   TempDir dir;
   boost::asio::io_context io;  // outlives the store (EventStore::stop)
   JsonlStore store(dir.path);
   constexpr int sessions = 50;
-  std::vector<std::unique_ptr<SessionLog>> logs;
-  for (int i = 0; i < sessions; ++i) logs.push_back(store.open_now(header_for(std::string("g").append(std::to_string(i)))));
-  CHECK(store.open_logs() == sessions);
   int synced = 0;
-  for (auto& log : logs) {
-    append_one(*log, R"({"type":"turn/end","seq":0})");
-    boost::asio::co_spawn(io, log->end_turn(), [&](std::exception_ptr e) {
-      CHECK(!e);
-      ++synced;
-    });
-  }
+  std::vector<std::unique_ptr<SessionLog>> logs = end_turns(store, io, sessions, "g", [&] { ++synced; });
+  CHECK(store.open_logs() == sessions);
   io.run();
   CHECK(synced == sessions);
   logs.clear();
@@ -213,19 +222,13 @@ TEST_CASE("a sync round wakes its turns one per pass: other handlers run between
   boost::asio::io_context io;  // outlives the store (EventStore::stop)
   JsonlStore store(dir.path);
   constexpr int sessions = 50;
-  std::vector<std::unique_ptr<SessionLog>> logs;
-  for (int i = 0; i < sessions; ++i) logs.push_back(store.open_now(header_for(std::string("w").append(std::to_string(i)))));
   int synced = 0;
   int synced_when_other_ran = -1;
-  for (auto& log : logs) {
-    append_one(*log, R"({"type":"turn/end","seq":0})");
-    boost::asio::co_spawn(io, log->end_turn(), [&](std::exception_ptr e) {
-      CHECK(!e);
-      // Queued by the first woken turn: woken all at once, the other turns
-      // of its round would all run before this.
-      if (++synced == 1) boost::asio::post(io, [&] { synced_when_other_ran = synced; });
-    });
-  }
+  std::vector<std::unique_ptr<SessionLog>> logs = end_turns(store, io, sessions, "w", [&] {
+    // Queued by the first woken turn: woken all at once, the other turns
+    // of its round would all run before this.
+    if (++synced == 1) boost::asio::post(io, [&] { synced_when_other_ran = synced; });
+  });
   io.run();
   CHECK(synced == sessions);
   CHECK(synced_when_other_ran >= 1);
