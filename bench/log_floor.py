@@ -11,6 +11,11 @@ CPU per turn on its saturated core), then jsonl can reach at most
 M / (M + F) of the memory store's rate on that core: the ceiling.
 
     bench/log_floor.py [--build build-bench] [-N 100 -K 100 -S 64] [--transport tcp]
+    bench/log_floor.py --shape SESSION_ROOT
+
+--shape prints the bytes and lines a turn appended to the logs under
+SESSION_ROOT ("27764 109.1"), for a log-floor run shaped like a cell that
+bench/run.sh has just measured.
 
 Prints one JSON line: both rates, the floor's CPU per turn, the ceiling, and
 the jsonl rate as a share of the memory rate and of the ceiling."""
@@ -87,7 +92,12 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=3)
     ap.add_argument("--warmup", type=float, default=1)
     ap.add_argument("--work", help="a directory on the disk under test (default: a temporary one under --build)")
+    ap.add_argument("--shape", metavar="SESSION_ROOT", help="only print the bytes and lines per turn of these logs")
     args = ap.parse_args()
+    if args.shape:
+        turn_bytes, lines = log_shape(Path(args.shape))
+        print(f"{round(turn_bytes)} {round(lines)}")
+        return
     build = Path(args.build)
     harnessd, bench, floor = str(build / "harnessd"), str(build / "harness-bench"), str(build / "log-floor")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="log-floor-", dir=build))
