@@ -10,14 +10,14 @@ namespace asio = boost::asio;
 Admission::Admission(std::size_t max_running, std::size_t max_queued)
     : max_running_(std::max<std::size_t>(1, max_running)), max_queued_(max_queued) {}
 
-asio::awaitable<Admission::Result> Admission::acquire(llm::CancelScope& cancel) {
+asio::awaitable<Admission::Result> Admission::acquire(llm::CancelScope& cancel, bool ahead) {
   {
     std::lock_guard lock(mutex_);
-    if (running_ < max_running_ && waiters_.empty()) {
+    if (running_ < max_running_ && waiters_.empty() && ahead_.empty()) {
       ++running_;
       co_return Result::admitted;
     }
-    if (waiters_.size() >= max_queued_) co_return Result::overloaded;
+    if (waiters_.size() + ahead_.size() >= max_queued_) co_return Result::overloaded;
   }
   // Only a prompt that has to wait pays for a waiter and its timer.
   auto waiter = std::make_shared<Waiter>();
@@ -25,12 +25,12 @@ asio::awaitable<Admission::Result> Admission::acquire(llm::CancelScope& cancel) 
   {
     // Re-checked: the lock was not held across the co_await above.
     std::lock_guard lock(mutex_);
-    if (running_ < max_running_ && waiters_.empty()) {
+    if (running_ < max_running_ && waiters_.empty() && ahead_.empty()) {
       ++running_;
       co_return Result::admitted;
     }
-    if (waiters_.size() >= max_queued_) co_return Result::overloaded;
-    waiters_.push_back(waiter);
+    if (waiters_.size() + ahead_.size() >= max_queued_) co_return Result::overloaded;
+    (ahead ? ahead_ : waiters_).push_back(waiter);
   }
   llm::CancelScope::Hook hook(cancel, [waiter] { waiter->wakeup->notify(); });
   for (;;) {
@@ -40,7 +40,8 @@ asio::awaitable<Admission::Result> Admission::acquire(llm::CancelScope& cancel) 
         lock.unlock();
         release();  // handed a slot just as the cancel came: pass it on
       } else {
-        waiters_.erase(std::find(waiters_.begin(), waiters_.end(), waiter));
+        auto& line = ahead ? ahead_ : waiters_;
+        line.erase(std::find(line.begin(), line.end(), waiter));
       }
       co_return Result::cancelled;
     }
@@ -54,13 +55,17 @@ asio::awaitable<Admission::Result> Admission::acquire(llm::CancelScope& cancel) 
 
 void Admission::release() {
   std::lock_guard lock(mutex_);
-  if (waiters_.empty()) {
+  if (waiters_.empty() && ahead_.empty()) {
     --running_;
     return;
   }
-  // The slot moves to the next waiter: running_ stays as it is.
-  std::shared_ptr<Waiter> next = std::move(waiters_.front());
-  waiters_.pop_front();
+  // The slot moves to the next waiter (running_ stays as it is): ahead
+  // first, but never twice in a row while the other line waits.
+  const bool from_ahead = !ahead_.empty() && (waiters_.empty() || !last_went_ahead_);
+  auto& line = from_ahead ? ahead_ : waiters_;
+  last_went_ahead_ = from_ahead;
+  std::shared_ptr<Waiter> next = std::move(line.front());
+  line.pop_front();
   next->granted = true;
   next->wakeup->notify();
 }
@@ -72,7 +77,7 @@ std::size_t Admission::running() const {
 
 std::size_t Admission::queued() const {
   std::lock_guard lock(mutex_);
-  return waiters_.size();
+  return waiters_.size() + ahead_.size();
 }
 
 }  // namespace harnessd::harness

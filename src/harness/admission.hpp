@@ -2,6 +2,12 @@
 // max_queued prompts wait in FIFO order, and beyond that a prompt is refused
 // at once (-32005). Past a point, more concurrent turns only add memory and
 // latency: every turn shares the same cores.
+//
+// A prompt `ahead` (a session back after a pause: a person's next prompt, or
+// a session's first) waits in a line of its own, and a freed slot goes to it
+// first; while both lines wait, they take turns, so neither starves. Beside
+// 1,000 busy sessions and 256 slots, a person's prompt otherwise waited for
+// some 700 turns to finish.
 #pragma once
 
 #include "llm/cancel_scope.hpp"
@@ -26,9 +32,9 @@ class Admission {
   /// Takes a running slot, waiting in line while none is free. Returns
   /// `cancelled` at once when `cancel` fires while waiting; the caller
   /// then holds no slot. Run it on the strand `cancel` belongs to.
-  boost::asio::awaitable<Result> acquire(llm::CancelScope& cancel);
+  boost::asio::awaitable<Result> acquire(llm::CancelScope& cancel, bool ahead = false);
 
-  /// Gives a slot back: the longest waiter gets it.
+  /// Gives a slot back: the longest waiter of the line whose turn it is gets it.
   void release();
 
   std::size_t running() const;
@@ -45,7 +51,9 @@ class Admission {
   const std::size_t max_queued_;
   mutable std::mutex mutex_;
   std::size_t running_ = 0;
-  std::deque<std::shared_ptr<Waiter>> waiters_;
+  std::deque<std::shared_ptr<Waiter>> ahead_;    ///< prompts of sessions back after a pause
+  std::deque<std::shared_ptr<Waiter>> waiters_;  ///< every other prompt
+  bool last_went_ahead_ = false;                 ///< the last slot handed over went to `ahead_`
 };
 
 }  // namespace harnessd::harness

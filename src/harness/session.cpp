@@ -25,6 +25,12 @@ using llm::ChatMessage;
 
 namespace {
 
+// A session whose last prompt settled this long ago is back after a pause:
+// the BulkLane's own pause (bulk_lane.hpp), after which its first slice
+// skips the line. A busy session never pauses that long.
+constexpr std::int64_t pause_ms =
+    std::chrono::duration_cast<std::chrono::milliseconds>(BulkLane::default_pass_after).count();
+
 std::int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
@@ -83,6 +89,7 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
         session.running_owner_ = nullptr;
       }
       if (admitted) session.registry_.admission().release();
+      session.settled_ms_ = steady_now_ms();
       session.release();
     }
   } release{*this};
@@ -92,7 +99,9 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
     running_owner_ = input.owner;
   }
   if (input.admit) {
-    const Admission::Result admitted = co_await registry_.admission().acquire(scope);
+    // Back after as long a pause as lets a session skip the BulkLane's line.
+    const bool after_pause = !settled_ms_ || steady_now_ms() - *settled_ms_ >= pause_ms;
+    const Admission::Result admitted = co_await registry_.admission().acquire(scope, after_pause);
     if (admitted == Admission::Result::overloaded) {
       PromptOutcome refused;
       refused.overloaded = true;

@@ -232,6 +232,9 @@ class Session : public std::enable_shared_from_this<Session> {
   const TurnOwner* running_owner_ = nullptr;
 
   // Strand-only state.
+  /// When this session's last prompt settled (steady_now_ms); unset before
+  /// its first. A prompt after a pause is admitted ahead of busy sessions'.
+  std::optional<std::int64_t> settled_ms_;
   std::unique_ptr<store::SessionLog> log_;
   std::int64_t next_seq_ = 0;
   std::int64_t written_seq_ = -1;  ///< the last seq handed to the log

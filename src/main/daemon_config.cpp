@@ -90,7 +90,8 @@ void add_flags(CLI::App& app, DaemonConfig& config) {
                  "(0: a quarter of the file descriptor limit); not with --store memory, whose sessions hold no "
                  "file and end only after --session-idle-ms");
   app.add_option("--max-running-turns", config.max_running_turns,
-                 "Turns running at once; later prompts wait in line (0: 4096, 256 with --store postgres, "
+                 "Turns running at once; later prompts wait in line, a session's first prompt or one after a "
+                 "pause of half a second ahead of busy sessions' (0: 4096, 256 with --store postgres, "
                  "or an eighth of the file descriptor limit if that is lower)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
   app.add_option("--max-queued-turns", config.harness.max_queued_turns,

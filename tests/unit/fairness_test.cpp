@@ -1,12 +1,16 @@
 // What keeps a light session fast beside busy ones: the one-pass Wakeup,
-// the BulkLane's slices and their fair order, and the InstructionCache that
-// spares each turn a hop to the setup thread.
+// the BulkLane's slices and their fair order, admission's line for sessions
+// back after a pause, and the InstructionCache that spares each turn a hop
+// to the setup thread.
+#include "harness/admission.hpp"
 #include "harness/bulk_lane.hpp"
 #include "harness/instruction_cache.hpp"
+#include "llm/cancel_scope.hpp"
 #include "util/wakeup.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -16,6 +20,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,6 +72,13 @@ asio::awaitable<void> one_slice(harness::BulkLane& lane, std::shared_ptr<harness
 
 std::size_t index_of(const std::vector<std::string>& log, const std::string& entry) {
   return static_cast<std::size_t>(std::find(log.begin(), log.end(), entry) - log.begin());
+}
+
+/// Waits for a running slot; logs `name` once admitted, `name` + " cancelled" if not.
+asio::awaitable<void> admit(harness::Admission& admission, llm::CancelScope& scope, bool ahead,
+                            std::vector<std::string>& log, std::string name) {
+  const harness::Admission::Result result = co_await admission.acquire(scope, ahead);
+  log.push_back(result == harness::Admission::Result::admitted ? name : name + " cancelled");
 }
 
 fs::path fresh_dir(const std::string& name) {
@@ -185,6 +197,41 @@ TEST_CASE("a session back after a pause skips the bulk lane's line once") {
   CHECK(new_waited[1] >= 1);
   CHECK(busy_waited[0] >= 1);
   CHECK(lane.waiting() == 0);
+}
+
+TEST_CASE("a prompt back after a pause is admitted ahead of busy sessions' prompts, and never starves them") {
+  asio::io_context io;
+  const auto work = asio::make_work_guard(io);  // io.poll() runs until the test ends
+  harness::Admission admission(1, 16);
+  std::vector<std::string> log;
+  std::vector<std::unique_ptr<llm::CancelScope>> scopes;
+  const auto prompt = [&](bool ahead, const std::string& name) {
+    scopes.push_back(std::make_unique<llm::CancelScope>());
+    asio::co_spawn(io, admit(admission, *scopes.back(), ahead, log, name), asio::detached);
+    io.poll();
+  };
+  prompt(false, "running");
+  REQUIRE(log == std::vector<std::string>{"running"});
+  for (const char* name : {"busy 1", "busy 2", "busy 3"}) prompt(false, name);
+  for (const char* name : {"paused 1", "paused 2", "paused 3"}) prompt(true, name);
+  CHECK(admission.queued() == 6);
+
+  // A cancelled prompt leaves its own line.
+  scopes.back()->cancel("cancelled");
+  io.poll();
+  CHECK(log.back() == "paused 3 cancelled");
+  CHECK(admission.queued() == 5);
+
+  // Each slot given back goes to the longest waiter of the line whose turn
+  // it is: the paused sessions' line first, then the lines take turns.
+  log.clear();
+  for (int i = 0; i < 5; ++i) {
+    admission.release();
+    io.poll();
+  }
+  CHECK(log == std::vector<std::string>{"paused 1", "busy 1", "paused 2", "busy 2", "busy 3"});
+  CHECK(admission.queued() == 0);
+  CHECK(admission.running() == 1);
 }
 
 TEST_CASE("the bulk lane runs at most its slots' slices at once, across threads") {
