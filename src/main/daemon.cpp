@@ -14,11 +14,7 @@
 #include "util/systemd.hpp"
 #include "util/version.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json/serialize.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -105,31 +101,6 @@ rlim_t raise_fd_limit() {
   return limit.rlim_cur;
 }
 
-/// Evicts idle sessions and gives freed memory back to the OS, periodically.
-/// A plain function, not a lambda: GCC 12 mishandles lambda coroutine captures.
-asio::awaitable<void> housekeeping(harness::SessionRegistry& sessions, asio::steady_timer& timer,
-                                   std::chrono::milliseconds period) {
-  for (;;) {
-    timer.expires_after(period);
-    boost::system::error_code ec;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return;
-    if (sessions.evict_idle() > 0) ::malloc_trim(0);
-  }
-}
-
-/// WATCHDOG=1 at half the interval systemd expects; it comes from the
-/// control strand, so a wedged event loop stops it and systemd restarts us.
-asio::awaitable<void> watchdog(asio::steady_timer& timer, std::chrono::milliseconds period) {
-  for (;;) {
-    util::systemd::notify("WATCHDOG=1");
-    timer.expires_after(period);
-    boost::system::error_code ec;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return;
-  }
-}
-
 /// The scripted provider, the built-in `deepseek` profile (when
 /// DEEPSEEK_API_KEY is set and no [providers.deepseek] replaces it) and every
 /// [providers.NAME] profile. A profile that cannot start is a start-up error.
@@ -202,9 +173,7 @@ Daemon::Daemon(DaemonConfig config)
       stop_signals_(control_, SIGINT, SIGTERM),
       reload_signal_(control_, SIGHUP),
       grace_timer_(control_),
-      drain_timer_(control_),
-      housekeeping_timer_(control_),
-      watchdog_timer_(control_) {}
+      drain_timer_(control_) {}
 
 Daemon::~Daemon() = default;
 
@@ -356,17 +325,24 @@ void Daemon::watch_signals() {
 }
 
 void Daemon::start_background_work() {
+  // Evicts idle sessions and gives the memory they freed back to the OS.
   const auto period = std::clamp(config_.harness.session_idle / 4, std::chrono::milliseconds(10),
                                  std::chrono::milliseconds(1000));
-  asio::co_spawn(control_, housekeeping(*sessions_, housekeeping_timer_, period), asio::detached);
+  housekeeping_.emplace(control_, period, [this] {
+    if (sessions_->evict_idle() > 0) ::malloc_trim(0);
+  });
+  housekeeping_->start();
   if (config_.stdio) {
     // The stdio client owns this process: when it is done, so is the daemon.
     server_->serve_stdio([this] { asio::post(control_, [this] { begin_stop(); }); });
   }
+  // WATCHDOG=1 at half the interval systemd expects. It comes from the
+  // control strand, so a wedged event loop stops it and systemd restarts us.
   if (const auto interval = util::systemd::watchdog_interval(); interval.count() > 0) {
-    asio::co_spawn(control_,
-                   watchdog(watchdog_timer_, std::chrono::duration_cast<std::chrono::milliseconds>(interval / 2)),
-                   asio::detached);
+    util::systemd::notify("WATCHDOG=1");
+    watchdog_.emplace(control_, std::chrono::duration_cast<std::chrono::milliseconds>(interval / 2),
+                      [] { util::systemd::notify("WATCHDOG=1"); });
+    watchdog_->start();
   }
 }
 
@@ -400,7 +376,9 @@ void Daemon::on_signal(const boost::system::error_code& ec, int signo) {
 }
 
 void Daemon::on_reload(const boost::system::error_code& ec) {
-  if (ec) return;
+  // A SIGHUP whose handler was queued before on_connections_closed()
+  // cancelled the wait must not arm it again: the event loop would never end.
+  if (ec || connections_closed_) return;
   // A renewed certificate is used for new connections; a broken one is
   // logged and the old pair stays.
   if (tls_) {
@@ -474,11 +452,12 @@ void Daemon::begin_stop() {
 }
 
 void Daemon::on_connections_closed() {
+  connections_closed_ = true;
   grace_timer_.cancel();
   stop_signals_.cancel();
   reload_signal_.cancel();
-  housekeeping_timer_.cancel();
-  watchdog_timer_.cancel();
+  if (housekeeping_) housekeeping_->stop();
+  if (watchdog_) watchdog_->stop();
   sessions_->kill_background_tasks();
   mcp_servers_->stop();
   store_->begin_stop();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "daemon_config.hpp"
+#include "util/periodic_task.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -100,10 +102,11 @@ class Daemon {
   boost::asio::signal_set reload_signal_;
   boost::asio::steady_timer grace_timer_;
   boost::asio::steady_timer drain_timer_;
-  boost::asio::steady_timer housekeeping_timer_;
-  boost::asio::steady_timer watchdog_timer_;
+  std::optional<util::PeriodicTask> housekeeping_;
+  std::optional<util::PeriodicTask> watchdog_;  ///< under systemd's watchdog only
   bool draining_ = false;
   bool stopping_ = false;
+  bool connections_closed_ = false;  ///< nothing may arm a timer or signal wait again
   bool forced_exit_ = false;  ///< io_context stopped with work pending: see run()
   std::chrono::steady_clock::time_point drain_deadline_;
   std::uint64_t ended_before_drain_ = 0;
