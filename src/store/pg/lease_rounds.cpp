@@ -50,21 +50,16 @@ LeaseRounds::LeaseRounds(asio::any_io_executor executor, std::shared_ptr<Pool> p
       node_id_(std::move(node_id)),
       ttl_(ttl),
       stopping_(stopping),
-      strand_(asio::make_strand(executor_)) {
-  wake_ = util::Wakeup::create(*strand_);
-}
+      strand_(asio::make_strand(executor_)),
+      inbox_(*strand_) {}
 
 void LeaseRounds::start() { asio::co_spawn(*strand_, run(), asio::detached); }
 
-void LeaseRounds::begin_stop() {
-  if (wake_) wake_->notify();
-}
+void LeaseRounds::begin_stop() { inbox_.wake(); }
 
 void LeaseRounds::stop() {
-  wake_.reset();
+  inbox_.clear();
   strand_.reset();
-  std::lock_guard lock(mutex_);
-  queued_.clear();
 }
 
 asio::awaitable<std::optional<LeaseRounds::Taken>> LeaseRounds::take(std::string id) {
@@ -84,12 +79,8 @@ asio::awaitable<void> LeaseRounds::release(std::string id, std::int64_t epoch) {
 
 asio::awaitable<void> LeaseRounds::ask(const std::shared_ptr<Request>& request) {
   request->wake = util::Wakeup::create(co_await asio::this_coro::executor);
-  {
-    std::lock_guard lock(mutex_);
-    if (closed_) throw std::system_error(errc::unavailable, "the store is stopping");
-    queued_.push_back(request);
-  }
-  if (wake_) wake_->notify();
+  std::shared_ptr<Request> queued = request;
+  if (!inbox_.put(queued)) throw std::system_error(errc::unavailable, "the store is stopping");
   while (!request->done.load(std::memory_order_acquire)) co_await request->wake->wait();
   if (!request->error.empty()) throw std::system_error(errc::unavailable, request->error);
 }
@@ -104,27 +95,13 @@ void LeaseRounds::answer(Request& request) {
 asio::awaitable<void> LeaseRounds::run() {
   const std::string ttl = num(ttl_.count());
   for (;;) {
-    std::vector<std::shared_ptr<Request>> round;
-    {
-      std::lock_guard lock(mutex_);
-      while (!queued_.empty() && round.size() < round_max) {
-        round.push_back(std::move(queued_.front()));
-        queued_.pop_front();
-      }
-    }
+    std::size_t taken = 0;
+    std::vector<std::shared_ptr<Request>> round = inbox_.take([&](const auto&) { return ++taken <= round_max; });
     // Rows are locked in id order, so that two nodes' rounds over the same
     // sessions never deadlock (a session's own requests keep their order).
     std::stable_sort(round.begin(), round.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
     if (round.empty()) {
-      if (stopping_.load()) {
-        std::lock_guard lock(mutex_);
-        if (queued_.empty()) {
-          closed_ = true;
-          co_return;
-        }
-        continue;
-      }
-      co_await wake_->wait();
+      if (!co_await inbox_.wait(stopping_)) co_return;
       continue;
     }
     std::vector<Statement> statements;

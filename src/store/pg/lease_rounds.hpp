@@ -11,6 +11,7 @@
 // the lease expire.
 #pragma once
 
+#include "store/pg/inbox.hpp"
 #include "store/pg/pool.hpp"
 #include "util/wakeup.hpp"
 
@@ -21,9 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -78,12 +77,7 @@ class LeaseRounds {
   std::chrono::milliseconds ttl_;
   const std::atomic<bool>& stopping_;
   std::optional<boost::asio::strand<boost::asio::any_io_executor>> strand_;
-  std::shared_ptr<util::Wakeup> wake_;
-  std::mutex mutex_;
-  std::deque<std::shared_ptr<Request>> queued_;
-  /// The coroutine ended (stopping, nothing queued): later requests fail at
-  /// once instead of waiting for a round that never comes.
-  bool closed_ = false;
+  Inbox<std::shared_ptr<Request>> inbox_;
   std::atomic<std::uint64_t> rounds_{0};
 };
 

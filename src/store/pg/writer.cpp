@@ -51,51 +51,30 @@ Writer::Writer(asio::any_io_executor executor, std::string conninfo, std::chrono
       node_id_(std::move(node_id)),
       stopping_(stopping),
       report_health_(std::move(report_health)),
-      strand_(asio::make_strand(executor_)) {
-  wake_ = util::Wakeup::create(*strand_);
-}
+      strand_(asio::make_strand(executor_)),
+      inbox_(*strand_) {}
 
 void Writer::start() { asio::co_spawn(*strand_, run(), asio::detached); }
 
 void Writer::enqueue(PendingWrite write) {
-  {
-    std::lock_guard lock(mutex_);
-    if (!closed_) {
-      queued_.push_back(std::move(write));
-      write.state = nullptr;
-    }
-  }
-  if (write.state) {
-    settle(write, WriteState::failed, "the store is stopping");
-    return;
-  }
-  if (wake_) wake_->notify();
+  if (!inbox_.put(write)) settle(write, WriteState::failed, "the store is stopping");
 }
 
-void Writer::begin_stop() {
-  if (wake_) wake_->notify();
-}
+void Writer::begin_stop() { inbox_.wake(); }
 
 void Writer::stop() {
-  wake_.reset();
+  inbox_.clear();
   strand_.reset();
-  std::lock_guard lock(mutex_);
-  queued_.clear();  // their wake-ups are timers too
 }
 
 std::vector<PendingWrite> Writer::take_group() {
-  std::vector<PendingWrite> group;
   std::size_t events = 0;
   std::size_t bytes = 0;
-  std::lock_guard lock(mutex_);
-  while (!queued_.empty() && (group.empty() || (events + queued_.front().count <= group_max_events &&
-                                                bytes + queued_.front().events.size() <= group_max_bytes))) {
-    events += queued_.front().count;
-    bytes += queued_.front().events.size();
-    group.push_back(std::move(queued_.front()));
-    queued_.pop_front();
-  }
-  return group;
+  return inbox_.take([&](const PendingWrite& write) {
+    events += write.count;
+    bytes += write.events.size();
+    return events <= group_max_events && bytes <= group_max_bytes;
+  });
 }
 
 void Writer::settle(PendingWrite& write, WriteState::Status status, std::string error) {
@@ -112,15 +91,7 @@ asio::awaitable<void> Writer::run() {
   for (;;) {
     std::vector<PendingWrite> group = take_group();
     if (group.empty()) {
-      if (stopping_.load()) {
-        std::lock_guard lock(mutex_);
-        if (queued_.empty()) {
-          closed_ = true;
-          co_return;
-        }
-        continue;
-      }
-      co_await wake_->wait();
+      if (!co_await inbox_.wait(stopping_)) co_return;
       continue;
     }
     std::vector<Statement> statements;

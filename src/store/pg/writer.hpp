@@ -6,6 +6,7 @@
 
 #include "store/catalog.hpp"
 #include "store/pg/connection.hpp"
+#include "store/pg/inbox.hpp"
 #include "util/wakeup.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -16,10 +17,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,8 +59,8 @@ class Writer {
   void enqueue(PendingWrite write);
   /// Wakes the writer to see `stopping`.
   void begin_stop();
-  /// Drops what belongs to the io_context: the wake-up, the strand, and the
-  /// writes still queued.
+  /// Drops what belongs to the io_context: the strand, the inbox's wake-up
+  /// and the writes still queued.
   void stop();
 
   struct Counters {
@@ -82,14 +81,9 @@ class Writer {
   std::string node_id_;
   const std::atomic<bool>& stopping_;
   std::function<void(std::string)> report_health_;
-  // Both reset by stop(): the store outlives the io_context they belong to.
+  // Both emptied by stop(): the store outlives the io_context they belong to.
   std::optional<boost::asio::strand<boost::asio::any_io_executor>> strand_;
-  std::shared_ptr<util::Wakeup> wake_;
-  std::mutex mutex_;
-  std::deque<PendingWrite> queued_;
-  /// The coroutine ended (stopping, nothing queued): later writes fail at
-  /// once instead of waiting for a commit that never comes.
-  bool closed_ = false;
+  Inbox<PendingWrite> inbox_;
   Counters counters_;
 };
 
