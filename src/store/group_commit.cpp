@@ -48,7 +48,6 @@ constexpr std::chrono::milliseconds max_gather{5};
 
 struct GroupCommit::Request {
   std::shared_ptr<LogFile> file;
-  asio::any_io_executor executor;  ///< the waiting turn's
   std::shared_ptr<util::Wakeup> wakeup;
   std::atomic<bool> done{false};
   int error = 0;  // written before `done`, read after it
@@ -73,7 +72,6 @@ asio::awaitable<void> GroupCommit::sync(std::shared_ptr<LogFile> file) {
   request->file = std::move(file);
   const auto executor = co_await asio::this_coro::executor;
   request->wakeup = util::Wakeup::create(executor);
-  request->executor = executor;
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(request);
@@ -175,7 +173,7 @@ void GroupCommit::sync_round(std::vector<std::shared_ptr<Request>>& round) {
     }
     post = !std::exchange(wake_->releasing, true);
   }
-  const asio::any_io_executor executor = round.front()->executor;
+  const asio::any_io_executor executor = round.front()->wakeup->executor();
   // The files are let go before any turn is woken: a woken turn may close
   // its log at once and expect it closed.
   round.clear();

@@ -28,6 +28,9 @@ class Wakeup : public std::enable_shared_from_this<Wakeup> {
   /// (possibly spuriously): callers re-check their condition in a loop.
   boost::asio::awaitable<void> wait();
 
+  /// The waiter's executor. Thread-safe: it never changes.
+  boost::asio::any_io_executor executor() { return timer_.get_executor(); }
+
  private:
   struct Arm;
   explicit Wakeup(boost::asio::any_io_executor executor);
