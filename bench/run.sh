@@ -80,9 +80,26 @@ CELLS=$OUT/cells.tsv
 log "results in $OUT"
 
 SERVER_PID=""
+SERVER_NAME=""
+# Every server is stopped with SIGTERM, as an operator would, and must exit
+# within STOP_LIMIT seconds (a drain, then the connections' grace). One that
+# does not is killed, and named in stops.tsv: the report gives it a verdict.
+STOP_LIMIT=30
 cleanup() {
   if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill "$SERVER_PID" 2>/dev/null || true
+    local waited=0
+    while kill -0 "$SERVER_PID" 2>/dev/null && ((waited < STOP_LIMIT * 10)); do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+    if kill -0 "$SERVER_PID" 2>/dev/null; then
+      log "error: $SERVER_NAME did not exit within ${STOP_LIMIT}s of SIGTERM; killed"
+      printf '%s\thung\n' "$SERVER_NAME" >>"$OUT/stops.tsv"
+      kill -9 "$SERVER_PID" 2>/dev/null || true
+    else
+      printf '%s\texited\n' "$SERVER_NAME" >>"$OUT/stops.tsv"
+    fi
     wait "$SERVER_PID" 2>/dev/null || true
   fi
   SERVER_PID=""
@@ -135,6 +152,7 @@ start_server() {
     *) die "unknown server $name" ;;
   esac
   SERVER_PID=$!
+  SERVER_NAME=$name
   local i
   for i in $(seq 200); do
     [[ -s $ready ]] && break
@@ -780,6 +798,13 @@ if isn and isn.get("idle_bytes_per_item") is not None:
 if ls:
     w("- a turn on a 10,000-event session within 1.2× of one on a new session: " +
       verdict(ls["met"], f"{ls['ratio']}×"))
+stops_file = os.path.join(out, "stops.tsv")
+if os.path.exists(stops_file):
+    stops = [line.rstrip("\n").split("\t") for line in open(stops_file) if line.strip()]
+    hung = sorted({name for name, how in stops if how == "hung"})
+    exited = sum(1 for _, how in stops if how == "exited")
+    w("- every server exited within 30 s of SIGTERM: " +
+      verdict(not hung, f"{exited} of {len(stops)}" + (f"; killed: {', '.join(hung)}" if hung else "")))
 w("")
 w("## Verification")
 w("")
