@@ -69,7 +69,11 @@ asio::awaitable<void> WebSocketTransport::pump() {
     while (inbox_.size() - inbox_head_ >= max_inbox_messages && !stopped_) co_await inbox_drained_->wait();
     boost::system::error_code ec;
     buffer_.clear();
-    co_await ws_.async_read(buffer_, asio::redirect_error(asio::use_awaitable, ec));
+    // The wait for a message reads its first byte alone, then the rest:
+    // Beast prepares room for a whole frame (1.5 KiB) in the buffer before
+    // anything arrives, and most connections spend their life waiting.
+    co_await ws_.async_read_some(buffer_, 1, asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec && !ws_.is_message_done()) co_await ws_.async_read(buffer_, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       // message_too_big: Beast has already failed the connection with 1009.
       if (ec != websocket::error::closed && ec != asio::error::operation_aborted) {
