@@ -1,7 +1,8 @@
 // Admission control: at most max_running turns run at once, the next
-// max_queued prompts wait in FIFO order, and beyond that a prompt is refused
-// at once (-32005). Past a point, more concurrent turns only add memory and
-// latency: every turn shares the same cores.
+// max_queued prompts wait in line (FIFO within each of two lines, below),
+// and beyond that a prompt is refused at once (-32005). Past a point, more
+// concurrent turns only add memory and latency: every turn shares the same
+// cores.
 //
 // A prompt `ahead` (a session back after a pause: a person's next prompt, or
 // a session's first) waits in a line of its own, and a freed slot goes to it
