@@ -3,6 +3,7 @@
 // a dropped connection). All are the wire library's NdjsonStream, as the
 // daemon's are.
 #include "harnessd/client/client_transport.hpp"
+#include "harnessd/client/errors.hpp"
 
 #include "client/tls_client.hpp"
 #include "transport/child_process.hpp"
