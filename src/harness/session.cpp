@@ -98,9 +98,11 @@ boost::asio::awaitable<PromptOutcome> Session::prompt(PromptInput input, EventSi
     running_ = &scope;
     running_owner_ = input.owner;
   }
+  follows_closely_ = false;
   if (input.admit) {
     // Back after as long a pause as lets a session skip the BulkLane's line.
     const bool after_pause = !settled_ms_ || steady_now_ms() - *settled_ms_ >= pause_ms;
+    follows_closely_ = !after_pause;
     const Admission::Result admitted = co_await registry_.admission().acquire(scope, after_pause);
     if (admitted == Admission::Result::overloaded) {
       PromptOutcome refused;

@@ -187,6 +187,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void publish(const std::shared_ptr<const std::string>& block, std::size_t count, const TurnOwner* owner);
   /// Completes when the turn's events are as durable as the store promises.
   boost::asio::awaitable<void> end_turn_in_log();
+  /// The running prompt came soon after the session's last one settled (a
+  /// busy session's next turn), not after a pause.
+  bool prompt_follows_closely() const noexcept { return follows_closely_; }
   const std::vector<llm::ChatMessage>& messages() const noexcept { return messages_; }
   /// The seq of the event each message of messages() came from.
   const std::vector<std::int64_t>& message_seqs() const noexcept { return message_seqs_; }
@@ -235,6 +238,7 @@ class Session : public std::enable_shared_from_this<Session> {
   /// When this session's last prompt settled (steady_now_ms); unset before
   /// its first. A prompt after a pause is admitted ahead of busy sessions'.
   std::optional<std::int64_t> settled_ms_;
+  bool follows_closely_ = false;  ///< see prompt_follows_closely()
   std::unique_ptr<store::SessionLog> log_;
   std::int64_t next_seq_ = 0;
   std::int64_t written_seq_ = -1;  ///< the last seq handed to the log

@@ -105,9 +105,26 @@ class TurnRun final : public llm::ChunkSink {
     // From here the turn ends as decided; a cancel that came first wins.
     if (reason.kind != protocol::TurnEndReason::Kind::aborted && !cancel_.settle()) reason = aborted();
     add(protocol::TurnEnd{turn_, reason});
-    co_await flush();
     // The prompt is answered only once its turn is as durable as promised.
-    co_await session_.end_turn_in_log();
+    if (session_.prompt_follows_closely()) {
+      // A busy session's next turn: its last batch waits for the sync and
+      // leaves with the answer, one write and one wake of the client where
+      // there were two. The answer waited for the sync anyway; only a turn
+      // made of one batch shows its first event later, by the sync's time.
+      // A prompt after a pause (a person's) sees its events at once.
+      co_await log_batch();
+      std::exception_ptr sync_failure;
+      try {
+        co_await session_.end_turn_in_log();
+      } catch (...) {
+        sync_failure = std::current_exception();
+      }
+      co_await deliver_batch();
+      if (sync_failure) std::rethrow_exception(sync_failure);
+    } else {
+      co_await flush();
+      co_await session_.end_turn_in_log();
+    }
     co_return PromptOutcome{.reason = std::move(reason), .final_text = final_text_};
   }
 
@@ -130,6 +147,15 @@ class TurnRun final : public llm::ChunkSink {
 
   asio::awaitable<void> flush() override {
     if (spans_.empty()) co_return;
+    co_await log_batch();
+    co_await deliver_batch();
+    if (std::chrono::steady_clock::now() - slice_started_ >= slice_budget) co_await enter_bulk_lane();
+  }
+
+ private:
+  /// A flush's first half: the batch goes to the log (and, on a shared
+  /// store, is committed).
+  asio::awaitable<void> log_batch() {
     // The log first: nothing is seen before it is logged. The log takes the
     // events out of the very block the client is sent.
     views_.clear();
@@ -144,6 +170,10 @@ class TurnRun final : public llm::ChunkSink {
       log_failure_ = std::current_exception();
       throw;
     }
+  }
+  /// A flush's second half: the logged batch goes to the subscribers and
+  /// the prompting client.
+  asio::awaitable<void> deliver_batch() {
     const std::size_t count = spans_.size();
     spans_.clear();
     const std::size_t size = block_.size();
@@ -154,10 +184,8 @@ class TurnRun final : public llm::ChunkSink {
     const bool delivered = co_await sink_.on_events(std::move(block), count);
     // A detached turn runs on for the log and the subscribers.
     if (!delivered && !input_.run_detached) cancel_.cancel("connection closed");
-    if (std::chrono::steady_clock::now() - slice_started_ >= slice_budget) co_await enter_bulk_lane();
   }
 
- private:
   struct Block {
     std::optional<protocol::BlockType> type;  ///< unset until a chunk says
     std::string text;

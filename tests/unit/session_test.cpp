@@ -312,3 +312,93 @@ TEST_CASE("a cancel reports true only if the turn will end aborted") {
   CHECK_FALSE(settled.cancelled());
   CHECK(settled.settle());
 }
+
+namespace {
+
+// A store that counts the turns its logs have made durable, over a real
+// JSONL store (whose end_turn waits for the group commit's sync).
+class SyncCountingStore final : public store::EventStore {
+ public:
+  explicit SyncCountingStore(store::EventStore& inner) : inner_(inner) {}
+  int synced = 0;
+
+  asio::awaitable<std::unique_ptr<store::SessionLog>> open(store::SessionHeader header,
+                                                           store::OpenMode mode) override {
+    std::unique_ptr<store::SessionLog> log = co_await inner_.open(std::move(header), mode);
+    if (!log) co_return nullptr;
+    co_return std::make_unique<Log>(std::move(log), synced);
+  }
+  asio::awaitable<store::ListPage> list(std::optional<std::string> cursor, std::size_t limit) override {
+    return inner_.list(std::move(cursor), limit);
+  }
+  asio::awaitable<std::optional<store::EventPage>> read_events(std::string id, std::int64_t after_seq,
+                                                               std::size_t limit, std::size_t max_bytes) override {
+    return inner_.read_events(std::move(id), after_seq, limit, max_bytes);
+  }
+  asio::awaitable<bool> remove(std::string id) override { return inner_.remove(std::move(id)); }
+  std::string_view kind() const override { return inner_.kind(); }
+  std::size_t open_logs() const override { return inner_.open_logs(); }
+
+ private:
+  class Log final : public store::SessionLog {
+   public:
+    Log(std::unique_ptr<store::SessionLog> inner, int& synced) : inner_(std::move(inner)), synced_(synced) {}
+    const json::object& header() const override { return inner_->header(); }
+    std::vector<json::object> take_loaded_events() override { return inner_->take_loaded_events(); }
+    void append(std::span<const std::string_view> events, const store::LogPosition& at) override {
+      inner_->append(events, at);
+    }
+    asio::awaitable<void> end_turn() override {
+      co_await inner_->end_turn();
+      ++synced_;
+    }
+
+   private:
+    std::unique_ptr<store::SessionLog> inner_;
+    int& synced_;
+  };
+  store::EventStore& inner_;
+};
+
+// Records, for each push of events, how many turns were durable by then.
+struct SyncWatchingSink final : harness::EventSink {
+  const int& synced;
+  std::vector<int> synced_at_push;
+  std::size_t events = 0;
+  explicit SyncWatchingSink(const int& s) : synced(s) {}
+  Envelope envelope(std::string_view) override { return Envelope{"", ""}; }
+  asio::awaitable<void> on_subagent_started(protocol::SubagentStarted) override { co_return; }
+  asio::awaitable<void> on_subagent_finished(protocol::SubagentFinished) override { co_return; }
+  asio::awaitable<bool> on_events(std::shared_ptr<const std::string>, std::size_t count) override {
+    synced_at_push.push_back(synced);
+    events += count;
+    co_return true;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a busy session's last batch leaves after the turn's sync, with the answer; a first prompt's at once") {
+  Fixture f;
+  asio::io_context& io = f.io;
+  SyncCountingStore store(f.store);
+  harness::SessionRegistry registry(io.get_executor(), store, {});
+  auto session = registry.get_or_create("busy");
+
+  // A session's first prompt (as any after a pause): its events are seen
+  // before the log's sync, as soon as they are made.
+  // Clients' prompts (admitted), as over the wire.
+  harness::PromptInput input = f.input("@chunks 2 3");
+  input.admit = true;
+  SyncWatchingSink first(store.synced);
+  run_prompt(io, session, input, first);
+  CHECK(first.synced_at_push == std::vector<int>{0});
+  CHECK(store.synced == 1);
+
+  // The next prompt right after it settled: the turn's one batch waits for
+  // the sync, and the answer follows it at once.
+  SyncWatchingSink second(store.synced);
+  run_prompt(io, session, input, second);
+  CHECK(second.synced_at_push == std::vector<int>{2});
+  CHECK(second.events == first.events - 1);  // the same request/header is not logged again
+}
