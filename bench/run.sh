@@ -252,12 +252,15 @@ else
 fi
 started=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-for pair in "${PAIRS[@]}"; do
-  read -r server transport <<<"$pair"
-  log "$server over $transport"
-  for n in "${NS[@]}"; do
-    for k in "${KS[@]}"; do
-      for s in "${SS[@]}"; do
+# Cell by cell, every server in turn: the stores compared in a verdict run
+# minutes apart at most, not a whole matrix apart (this machine's disk and
+# kernel drift by a third within an hour; bench/ANALYSIS.md).
+for n in "${NS[@]}"; do
+  for k in "${KS[@]}"; do
+    for s in "${SS[@]}"; do
+      log "N=$n K=$k S=$s"
+      for pair in "${PAIRS[@]}"; do
+        read -r server transport <<<"$pair"
         name="load-$server-$transport-n$n-k$k-s$s"
         run_cell "$server" "$transport" "$n" "$k" "$s" "$name"
         # A cell measured while other work took a share of the cores is run
