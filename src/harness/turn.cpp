@@ -41,10 +41,12 @@ constexpr std::size_t batch_max_bytes = 64 * 1024;
 // waits) runs in slices of the BulkLane; a slice that has run this long
 // yields at its next flush and takes its place in line again.
 constexpr std::chrono::microseconds slice_budget{500};
-// On a store that commits on its own time every flush waits for a commit:
-// its batches hold more events (never more bytes), so that a turn of short
-// chunks makes one write and one commit wait.
-constexpr std::size_t async_commit_batch_max_events = 4 * batch_max_events;
+// Batches hold more events (never more bytes) where a flush costs a wait or
+// a write of its own: on a store that commits on its own time every flush
+// waits for a commit, and a busy session's turn leaves as it is made, one
+// write a flush, but for its last batch, which leaves with the answer. So a
+// turn of short chunks makes one write and one commit or sync wait.
+constexpr std::size_t large_batch_max_events = 4 * batch_max_events;
 
 // What an event adds around its data: {"type":"...","seq":N,"time":T,"data":...}.
 constexpr std::size_t event_overhead = 96;
@@ -77,7 +79,8 @@ class TurnRun final : public llm::ChunkSink {
   TurnRun(Session& session, PromptInput& input, EventSink& sink, llm::CancelScope& cancel)
       : session_(session), input_(input), sink_(sink), cancel_(cancel),
         turn_(session.allocate_turn()), commits_async_(session.log_commits_async()),
-        max_batch_events_(commits_async_ ? async_commit_batch_max_events : batch_max_events) {}
+        max_batch_events_(commits_async_ || session.prompt_follows_closely() ? large_batch_max_events
+                                                                              : batch_max_events) {}
 
   asio::awaitable<PromptOutcome> run() {
     TurnStats& stats = session_.registry().stats();
@@ -949,7 +952,7 @@ class TurnRun final : public llm::ChunkSink {
   std::vector<std::pair<std::size_t, std::size_t>> spans_;  ///< each event's place in block_
   std::vector<std::string_view> views_;                     ///< spans_ as the log takes them
   /// A shared store shows nobody an event before its commit: a flush there
-  /// is a commit wait, so its batches hold more events.
+  /// is a commit wait.
   const bool commits_async_;
   const std::size_t max_batch_events_;
   std::string chunk_json_;                                  ///< reused for each chunk's data

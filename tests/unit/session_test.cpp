@@ -401,4 +401,13 @@ TEST_CASE("a busy session's last batch leaves after the turn's sync, with the an
   run_prompt(io, session, input, second);
   CHECK(second.synced_at_push == std::vector<int>{2});
   CHECK(second.events == first.events - 1);  // the same request/header is not logged again
+
+  // A busy session's batches hold 256 events: a turn of 100 chunks is one
+  // batch, held for the sync like the last above.
+  harness::PromptInput longer = f.input("@chunks 100 3");
+  longer.admit = true;
+  SyncWatchingSink third(store.synced);
+  run_prompt(io, session, longer, third);
+  CHECK(third.synced_at_push == std::vector<int>{3});
+  CHECK(third.events > 64);  // more than one batch of a prompt after a pause
 }
