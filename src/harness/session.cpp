@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <stdexcept>
 #include <system_error>
 #include <chrono>
@@ -391,6 +392,10 @@ void Session::append_serialized_event(std::string& event, std::string_view type,
   event += '}';
 }
 
+std::uint64_t request_header_fingerprint(std::string_view serialized) noexcept {
+  return std::hash<std::string_view>{}(serialized);
+}
+
 void Session::write_events(std::span<const std::string_view> events) {
   written_seq_ += static_cast<std::int64_t>(events.size());
   // The time of the last event stamped is the time of the last one written:
@@ -454,7 +459,7 @@ void Session::apply_to_conversation(std::int64_t seq, std::string_view type, con
     return;
   }
   if (type == "request/header") {
-    logged_request_header_ = json::serialize(data);
+    logged_request_header_ = request_header_fingerprint(json::serialize(data));
     return;
   }
   if (type == "compact/summary") {

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,13 @@ class TurnOwner {
 };
 
 /// What a prompt asks for; the connection's initialize choices included.
+/// What tells a request/header's serialized data from the session's last
+/// one. A fingerprint, not the text: the text is mostly the system prompt,
+/// 1.7 KiB that every idle session would otherwise hold. Only this process
+/// compares fingerprints (the log holds the header itself), and a clash,
+/// one in 2^64, would leave one header change unlogged, nothing more.
+std::uint64_t request_header_fingerprint(std::string_view serialized) noexcept;
+
 struct PromptInput {
   boost::json::array content;  ///< validated content blocks
   llm::Provider* provider = nullptr;
@@ -117,9 +125,10 @@ class Session : public std::enable_shared_from_this<Session> {
   /// checks before it forwards a decision to the node running the turn).
   bool logged_pending(std::string_view id) const { return logged_pending_.contains(id); }
   /// Strand-only, loaded: the content of each workspace instructions file as
-  /// last logged (context/message), and the last request/header's data.
+  /// last logged (context/message), and a fingerprint of the last
+  /// request/header's serialized data (request_header_fingerprint()).
   std::map<std::string, std::string, std::less<>>& logged_instructions() noexcept { return logged_instructions_; }
-  std::string& logged_request_header() noexcept { return logged_request_header_; }
+  std::optional<std::uint64_t>& logged_request_header() noexcept { return logged_request_header_; }
   /// Strand-only: keeps allowed_for_session() and logged_pending() true to
   /// an event of the log (the turn calls it for the events it makes).
   void track_decision_event(std::string_view type, const boost::json::object& data);
@@ -260,7 +269,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::set<std::string, std::less<>> allowed_tools_;
   std::map<std::string, std::string, std::less<>> logged_pending_;  ///< approval/question id -> tool name
   std::map<std::string, std::string, std::less<>> logged_instructions_;  ///< path -> content
-  std::string logged_request_header_;  ///< serialized data of the last request/header
+  std::optional<std::uint64_t> logged_request_header_;  ///< see logged_request_header()
 };
 
 }  // namespace harnessd::harness

@@ -541,10 +541,10 @@ class TurnRun final : public llm::ChunkSink {
     }
     if (request.max_tokens) settings["maxTokens"] = *request.max_tokens;
     if (input_.max_steps > 0) settings["maxSteps"] = input_.max_steps;
-    std::string serialized = json::serialize(json::value_from(header));
-    if (serialized == session_.logged_request_header()) return;
+    const std::uint64_t fingerprint = request_header_fingerprint(json::serialize(json::value_from(header)));
+    if (fingerprint == session_.logged_request_header()) return;
     add(header);
-    session_.logged_request_header() = std::move(serialized);
+    session_.logged_request_header() = fingerprint;
   }
 
   /// The request's size in tokens: what the provider reported for the last
