@@ -125,6 +125,15 @@ start_server() {
       "${SERVER_CPU[@]}" "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
         --session-root "$OUT/sessions" --threads 1 2>>"$OUT/harnessd.log" &
       ;;
+    harnessd-jsonl-unsynced)
+      # The jsonl store's writes alone: the same logs through the page cache,
+      # never synced (--sync none). Not durable, so never a store to run;
+      # the most any synced jsonl store can reach on this core, measured in
+      # the daemon itself.
+      rm -rf "$OUT/sessions"
+      "${SERVER_CPU[@]}" "$HARNESSD" --listen tcp://127.0.0.1:0 --listen ws://127.0.0.1:0 --ready-file "$ready" \
+        --session-root "$OUT/sessions" --sync none --threads 1 2>>"$OUT/harnessd.log" &
+      ;;
     harnessd-pg)
       # The postgres store on one local PostgreSQL with default settings
       # (bench/pg_for_bench.py), both pinned to core 0 like the jsonl store's
@@ -233,7 +242,8 @@ NOISY_CORES=${BENCH_NOISY_CORES:-0.25}
 MAX_RETRIES=${BENCH_MAX_RETRIES:-24}
 RETRIES=0
 # server transport pairs; the floor speaks TCP only
-PAIRS=("harnessd tcp" "harnessd ws" "harnessd-jsonl tcp" "harnessd-jsonl ws" "harnessd-t2 tcp"
+PAIRS=("harnessd tcp" "harnessd ws" "harnessd-jsonl tcp" "harnessd-jsonl ws" "harnessd-jsonl-unsynced tcp"
+  "harnessd-t2 tcp"
   "node tcp" "node ws" "floor tcp" "floor-batch tcp")
 # The postgres columns, when PostgreSQL is installed (scripts/install-deps.sh).
 PG_URL=""
@@ -261,6 +271,8 @@ for n in "${NS[@]}"; do
       log "N=$n K=$k S=$s"
       for pair in "${PAIRS[@]}"; do
         read -r server transport <<<"$pair"
+        # The unsynced reference is for the K=100 verdicts only (N >= 100).
+        if [[ $server == harnessd-jsonl-unsynced ]] && { [[ $k -lt 100 ]] || [[ $n -lt 100 ]]; }; then continue; fi
         name="load-$server-$transport-n$n-k$k-s$s"
         run_cell "$server" "$transport" "$n" "$k" "$s" "$name"
         # A cell measured while other work took a share of the cores is run
@@ -662,8 +674,8 @@ w("")
 w("| server | transport | N | K | S | prompts/s | notif./s | MB/s | first p50 µs | first p99 µs | resp. p50 µs | "
   "resp. p99 µs | server CPU s | CPU ms/1k notif. | client CPU s | other (cores) | peak RSS MiB | errors | failures |")
 w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-order = {"harnessd": 0, "harnessd-jsonl": 1, "harnessd-pg": 2, "harnessd-t2": 3, "node": 4, "floor": 5,
-         "floor-batch": 6}
+order = {"harnessd": 0, "harnessd-jsonl": 1, "harnessd-jsonl-unsynced": 2, "harnessd-pg": 3, "harnessd-t2": 4,
+         "node": 5, "floor": 6, "floor-batch": 7}
 for key in sorted(cells, key=lambda t: (t[1], order.get(t[0], 9), t[2], t[3], t[4])):
     server, transport, n, k, s = key
     c = cells[key]
@@ -713,6 +725,11 @@ for transport in ("tcp", "ws"):
             share, memory_us, floor_us = ceiling
             text += (f"; the disk's floor allows at most {share:.0%} on one core ({floor_us:.0f} µs of log work "
                      f"a turn beside the memory store's {memory_us:.0f} µs), so {r / share:.0%} of that")
+        hu = get("harnessd-jsonl-unsynced", transport, n, k, s)
+        if hu and hu.get("notifications_per_s"):
+            ru = hu["notifications_per_s"] / h["notifications_per_s"]
+            text += (f"; its writes alone, never synced (`--sync none`), reach {ru:.0%} of memory in the daemon "
+                     f"itself, so {r / ru:.0%} of that")
         w(f"- jsonl ≥{want:.0%} of memory, {transport.upper()} N={n} K={k} S={s}: " + verdict(r >= want, text, h, hj))
 for transport in ("tcp", "ws"):
     for (n, k, s) in keys:
