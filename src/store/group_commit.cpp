@@ -53,9 +53,9 @@ constexpr std::chrono::milliseconds max_gather{5};
 // was a switch in the middle of a handler. It runs instead when the I/O
 // thread yields: here, as a turn ends while a round is pending, at most
 // once per interval, and it then takes every step whose I/O is done. One
-// core, `harness-bench` against `harnessd --threads 1`: jsonl 100/100/64
-// and 100/10/64 made 5-10 % more notifications a second (bench/ANALYSIS.md).
-// On an idle core it runs at once, as before.
+// core, `harness-bench` against `harnessd --threads 1`, jsonl made 15 % more
+// notifications a second at 100/100/64 and 1000/100/64 more still
+// (bench/ANALYSIS.md). On an idle core it runs at once, as before.
 constexpr std::chrono::microseconds yield_interval{200};
 
 void yield_to_sync_thread() {
