@@ -52,7 +52,6 @@ class TurnOwner {
   ~TurnOwner() = default;
 };
 
-/// What a prompt asks for; the connection's initialize choices included.
 /// What tells a request/header's serialized data from the session's last
 /// one. A fingerprint, not the text: the text is mostly the system prompt,
 /// 1.7 KiB that every idle session would otherwise hold. Only this process
@@ -60,6 +59,7 @@ class TurnOwner {
 /// one in 2^64, would leave one header change unlogged, nothing more.
 std::uint64_t request_header_fingerprint(std::string_view serialized) noexcept;
 
+/// What a prompt asks for; the connection's initialize choices included.
 struct PromptInput {
   boost::json::array content;  ///< validated content blocks
   llm::Provider* provider = nullptr;
